@@ -1,0 +1,51 @@
+"""shardviz: see how a Keras 3 model is laid out over a device mesh.
+
+shardviz wraps ``keras.distribution`` on the JAX backend. Describe a
+distribution as a :class:`Plan` (mesh axes, layout rules, batch axis), hand
+it a model or a builder, and :func:`analyze` reports how every variable lands
+on every device, which rule matched it, and every silent mistake: a rule that
+matches nothing, a conflict, a dimension that does not divide.
+
+>>> import shardviz
+>>> plan = shardviz.Plan({"batch": 2, "model": 4}, {".*kernel": (None, "model")})
+>>> plan.mesh_size
+8
+
+Importing shardviz does not start JAX, nor import matplotlib or ipywidgets;
+call :func:`simulate_devices` first thing in a notebook.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+__version__ = "0.1.0"
+
+from .devices import simulate_devices  # noqa: E402
+from .errors import Problem, ShardvizError  # noqa: E402
+from .plan import Plan, Rule  # noqa: E402
+
+_LAZY = {
+    "analyze": ("shardviz.analysis", "analyze"),
+    "scan": ("shardviz.model_scan", "scan"),
+    "Scan": ("shardviz.model_scan", "Scan"),
+    "Report": ("shardviz.report", "Report"),
+}
+
+__all__ = ["simulate_devices", "Plan", "Rule", "Problem", "ShardvizError", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'shardviz' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

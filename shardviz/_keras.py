@@ -1,0 +1,166 @@
+"""The one place shardviz touches Keras.
+
+Everything Keras-specific that is not public API lives here, with a note on
+why it is needed, so that a change in Keras breaks one file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from .errors import ShardvizError
+
+
+def keras():
+    """Import keras on the JAX backend, or say clearly why not."""
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    import keras as _keras
+
+    backend = _keras.backend.backend()
+    if backend != "jax":
+        raise ShardvizError(
+            f"Keras is running on the {backend!r} backend; shardviz needs 'jax'.",
+            hint="Set KERAS_BACKEND=jax before Keras is first imported "
+            "(restart the kernel), or import shardviz before keras.",
+        )
+    return _keras
+
+
+def device_mesh(shape, axis_names, devices=None):
+    """A ``keras.distribution.DeviceMesh``; ``devices`` defaults to the first
+    ``prod(shape)`` of ``list_devices()``, as a mesh smaller than the machine
+    must be given an explicit device list."""
+    kd = keras().distribution
+    if devices is None:
+        import math
+
+        devices = kd.list_devices()[: math.prod(shape)]
+    return kd.DeviceMesh(shape=tuple(shape), axis_names=tuple(axis_names), devices=devices)
+
+
+def placeholder_mesh():
+    """A one-device mesh that does not start the JAX backend.
+
+    A Distribution needs a mesh, even one that is only used to observe
+    which paths Keras looks up.
+    """
+    kd = keras().distribution
+    return kd.DeviceMesh(shape=(1,), axis_names=("batch",), devices=["cpu:0"])
+
+
+def layout_map_items(layout_map):
+    """``(key, axes)`` pairs of a LayoutMap, in insertion order."""
+    return [(key, tuple(layout_map[key].axes)) for key in layout_map]
+
+
+def model_parallel_layout_map(distribution):
+    """The LayoutMap of a ModelParallel (Keras keeps it private)."""
+    return distribution._layout_map
+
+
+def current_layer():
+    """The layer whose name scope is innermost right now, or None.
+
+    Keras opens a name scope with ``caller=layer`` around every layer call,
+    and looks up ``current_path() + "/output"`` inside it; this tells which
+    layer a ``get_tensor_layout`` lookup is for.
+    """
+    from keras.src.backend.common import global_state
+
+    stack = global_state.get_global_attribute("name_scope_stack") or []
+    return stack[-1].caller if stack else None
+
+
+def variable_own_layout(variable):
+    """The axes of a layout the variable carries itself, or None.
+
+    Keras's ``ModelParallel.get_variable_layout`` returns ``variable._layout``
+    before it consults the LayoutMap.
+    """
+    layout = getattr(variable, "_layout", None)
+    if layout is None:
+        return None
+    axes = getattr(layout, "axes", None)
+    if axes is not None:
+        return tuple(axes)
+    spec = getattr(layout, "spec", None)  # a jax Sharding given directly
+    return tuple(spec) if spec is not None else None
+
+
+class _Probe:
+    """What the observing distribution returns for an output lookup: the
+    path, the layer, and the layout Keras itself would have returned."""
+
+    __slots__ = ("path", "layer", "layout", "error")
+
+    def __init__(self, path, layer, layout, error):
+        self.path, self.layer, self.layout, self.error = path, layer, layout, error
+
+
+@contextlib.contextmanager
+def observing_outputs(on_output, base=None):
+    """Observe every layer output Keras would constrain, inside this block.
+
+    After each layer call Keras looks up ``current_path() + "/output"`` with
+    ``distribution.get_tensor_layout`` and, if a layout comes back, applies it
+    with ``keras.distribution.distribute_tensor``. Inside this block a
+    distribution derived from ``base`` (a ModelParallel, or None for a
+    placeholder that constrains nothing) answers every lookup with a probe,
+    and ``distribute_tensor`` hands it to
+    ``on_output(path, layer, outputs, apply, error)``, which returns the
+    outputs to use. ``apply(outputs)`` applies the layout ``base`` returned,
+    exactly as Keras would (None when nothing matched); ``error`` is the
+    exception ``base``'s lookup raised (a rule conflict), or None.
+
+    Keras offers no public per-layer hook that sees the output tensor, so
+    this swaps ``keras.src.distribution.distribution_lib.distribute_tensor``
+    for the duration of the block; only ``Layer.__call__`` calls it.
+    """
+    keras()
+    from keras.src.distribution import distribution_lib as dl
+
+    class _Observer(dl.Distribution):  # the base class is not exported
+        def __init__(self):
+            if base is None:
+                super().__init__(placeholder_mesh())
+            else:
+                super().__init__(base.device_mesh, base.batch_dim_name)
+
+        def get_data_layout(self, data_shape):
+            return None if base is None else base.get_data_layout(data_shape)
+
+        def get_variable_layout(self, variable):
+            return None if base is None else base.get_variable_layout(variable)
+
+        def get_tensor_layout(self, path):
+            layout = error = None
+            if base is not None:
+                try:
+                    layout = base.get_tensor_layout(path)
+                except Exception as e:  # a rule conflict: Keras raises here
+                    error = e
+            return _Probe(path, current_layer(), layout, error)
+
+    original = dl.distribute_tensor
+
+    def distribute_tensor(tensor, layout):
+        if isinstance(layout, _Probe):
+            apply = (lambda t: original(t, layout.layout)) if layout.layout is not None else None
+            return on_output(layout.path, layout.layer, tensor, apply, layout.error)
+        return original(tensor, layout)
+
+    dl.distribute_tensor = distribute_tensor
+    try:
+        with _Observer().scope():
+            yield
+    finally:
+        dl.distribute_tensor = original
+
+
+@contextlib.contextmanager
+def deferred_variables():
+    """Create variables with shape, dtype and path, but no value."""
+    k = keras()
+    with k.StatelessScope(initialize_variables=False):
+        yield

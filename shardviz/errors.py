@@ -1,0 +1,117 @@
+"""Errors and problem records.
+
+shardviz distinguishes two kinds of trouble:
+
+* a :class:`ShardvizError` is raised when shardviz cannot do what was asked
+  (a malformed plan file, a builder that raises, too few devices to run);
+* a :class:`Problem` is a finding about a plan that shardviz could analyse
+  (a rule that matches nothing, a dimension that does not divide). Problems
+  are collected on the report; they never stop the analysis.
+
+Both say what is wrong, where (path, rule or layer) and what to change.
+
+>>> p = Problem("warning", "unused-rule", "Rule 'd1/kernel' matches nothing.",
+...             hint="Did you mean '.*d1/kernel'?", rule="d1/kernel")
+>>> p.severity, p.kind
+('warning', 'unused-rule')
+>>> print(ShardvizError("Mesh axis 'x' has size 0.", hint="Use a size >= 1."))
+Mesh axis 'x' has size 0.
+  hint: Use a size >= 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+SEVERITIES = ("error", "warning", "info")
+"""Problem severities, most severe first."""
+
+KINDS = {
+    # plan and rules
+    "invalid-regex": "a rule key is not a valid regular expression",
+    "duplicate-rule": "two rules have the same key",
+    "unknown-axis": "a rule names an axis the mesh does not have",
+    "duplicate-axis": "a rule uses one mesh axis on two dimensions",
+    "batch-axis": "the batch axis is not a mesh axis",
+    # matching
+    "unused-rule": "a rule matches no variable or output path",
+    "conflict": "a path matches several rules, which Keras refuses",
+    "pinned-layout": "a variable carries its own layout, which wins over rules",
+    # geometry
+    "indivisible": "a sharded dimension does not divide by its mesh axis",
+    "rank-mismatch": "a layout's rank differs from the tensor's rank",
+    "replicated-large": "a large variable is left fully replicated",
+    "mesh-size": "the mesh size differs from the devices available",
+    # tracing
+    "dropped-constraint": "XLA did not give an output the layout its rule asks for",
+    "trace-failed": "the forward pass could not be traced",
+}
+"""Every problem kind shardviz reports, with a one-line description."""
+
+
+def _severity_rank(severity: str) -> int:
+    return SEVERITIES.index(severity)
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One finding about a plan, with where it is and how to fix it.
+
+    Attributes:
+        severity: ``"error"`` (Keras would raise, or the layout is not what
+            was asked), ``"warning"`` (legal but probably a mistake) or
+            ``"info"``.
+        kind: one of :data:`KINDS`.
+        message: what is wrong, naming the path, rule or layer.
+        hint: what to change.
+        path: the variable or output path concerned, if any.
+        rule: the rule key concerned, if any.
+        layer: the layer concerned, if any.
+    """
+
+    severity: str
+    kind: str
+    message: str
+    hint: str = ""
+    path: str | None = None
+    rule: str | None = None
+    layer: str | None = None
+
+    def __post_init__(self):
+        if self.severity not in SEVERITIES:
+            raise ValueError(
+                f"Problem severity must be one of {SEVERITIES}, got {self.severity!r}"
+            )
+        if self.kind not in KINDS:
+            raise ValueError(f"Unknown problem kind {self.kind!r}; known: {sorted(KINDS)}")
+
+    def at_least(self, severity: str) -> bool:
+        """Whether this problem is at least as severe as ``severity``."""
+        return _severity_rank(self.severity) <= _severity_rank(severity)
+
+    def __str__(self) -> str:
+        text = f"[{self.severity}] {self.kind}: {self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class ShardvizError(Exception):
+    """Raised when shardviz cannot do what was asked.
+
+    The message says what happened; ``hint`` says what to do about it.
+    """
+
+    def __init__(self, message: str, *, hint: str = "", path: str | None = None,
+                 rule: str | None = None, layer: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.path = path
+        self.rule = rule
+        self.layer = layer
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message}\n  hint: {self.hint}"
+        return self.message

@@ -1,0 +1,269 @@
+"""Geometry: how a tensor of a given shape lands on the devices of a mesh.
+
+All answers come from JAX's own sharding objects. A spec becomes a
+``jax.sharding.NamedSharding`` on the plan's mesh, exactly as Keras turns a
+``TensorLayout`` into one; its ``shard_shape`` gives the per-device shape and
+its ``devices_indices_map`` the index ranges each device holds.
+
+When the machine has enough devices the mesh is the one Keras would build
+(``DeviceMesh(...).backend_mesh`` over the first devices). When it does not,
+say a 16x16 pod planned on a laptop, the mesh is a
+``jax.sharding.AbstractMesh``: shard shapes and bytes are the same, and index
+ranges come from the same HLO sharding JAX itself derives them from, with
+devices numbered by their flat position in the mesh.
+
+>>> mesh = MeshModel((("batch", 2), ("model", 4)), abstract=True)
+>>> g = tensor_geometry((16, 32), "float32", (None, "model"), mesh)
+>>> g.spec, g.shard_shape, g.bytes_per_device, g.replicated_over
+((None, 'model'), (16, 8), 512, ('batch',))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+
+
+class GeometryError(Exception):
+    """A layout that cannot be applied to a tensor; ``kind`` is a problem kind."""
+
+    def __init__(self, kind: str, message: str, hint: str = "", **details):
+        super().__init__(message)
+        self.kind, self.message, self.hint, self.details = kind, message, hint, details
+
+
+@functools.lru_cache(maxsize=256)
+def mesh_model(mesh, abstract: bool | None = None) -> "MeshModel":
+    """The (cached) :class:`MeshModel` of ``((name, size), ...)``.
+
+    >>> mesh_model((("batch", 2),), abstract=True) is mesh_model((("batch", 2),), abstract=True)
+    True
+    """
+    return MeshModel(mesh, abstract)
+
+
+def itemsize(dtype) -> int:
+    import jax.numpy as jnp
+
+    return jnp.dtype(dtype).itemsize
+
+
+class MeshModel:
+    """A plan's mesh as JAX sees it, concrete when the devices exist.
+
+    Args:
+        mesh: ``((name, size), ...)`` in order.
+        abstract: force an ``AbstractMesh`` even if devices exist. By default
+            the mesh is concrete when there are at least as many devices as
+            the mesh needs.
+    """
+
+    def __init__(self, mesh, abstract: bool | None = None):
+        self.mesh = tuple((str(n), int(s)) for n, s in mesh)
+        self.axis_names = tuple(n for n, _ in self.mesh)
+        self.shape = tuple(s for _, s in self.mesh)
+        self.size = math.prod(self.shape)
+        if abstract is None:
+            import jax
+
+            abstract = jax.device_count() < self.size
+        self.abstract = bool(abstract)
+        self._jax_mesh = None
+
+    @property
+    def jax_mesh(self):
+        """A ``jax.sharding.Mesh`` (as Keras builds it) or ``AbstractMesh``."""
+        if self._jax_mesh is None:
+            if self.abstract:
+                from jax.sharding import AbstractMesh, AxisType
+
+                self._jax_mesh = AbstractMesh(
+                    self.shape, self.axis_names, axis_types=(AxisType.Auto,) * len(self.shape)
+                )
+            else:
+                from . import _keras
+
+                self._jax_mesh = _keras.device_mesh(self.shape, self.axis_names).backend_mesh
+        return self._jax_mesh
+
+    @functools.cached_property
+    def device_ids(self) -> np.ndarray:
+        """Device ids laid out in the mesh's shape (flat positions if abstract)."""
+        if self.abstract:
+            return np.arange(self.size).reshape(self.shape)
+        return np.vectorize(lambda d: d.id, otypes=[int])(self.jax_mesh.devices)
+
+    @functools.cached_property
+    def coords(self) -> dict[int, tuple[int, ...]]:
+        """Device id to its coordinates in the mesh."""
+        ids = self.device_ids
+        return {int(ids[idx]): tuple(int(i) for i in idx) for idx in np.ndindex(ids.shape)}
+
+    def axis_size(self, name: str) -> int:
+        return dict(self.mesh)[name]
+
+    def sharding(self, spec):
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        return NamedSharding(self.jax_mesh, PartitionSpec(*spec))
+
+    def __repr__(self):
+        kind = "abstract" if self.abstract else "concrete"
+        return f"<MeshModel {dict(self.mesh)} ({kind})>"
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorGeometry:
+    """Where the pieces of one tensor live.
+
+    Attributes:
+        shape, dtype: the tensor's.
+        axes: the layout as given (may be shorter than the rank; Keras pads).
+        spec: the layout padded with None to the tensor's rank.
+        shard_shape: the shape each device holds (``NamedSharding.shard_shape``).
+        bytes: the whole tensor's size in bytes.
+        bytes_per_device: the size of one shard.
+        replicated_over: mesh axes the tensor is not split over.
+        replicas: how many devices hold each shard.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    axes: tuple
+    spec: tuple
+    shard_shape: tuple[int, ...]
+    bytes: int
+    bytes_per_device: int
+    replicated_over: tuple[str, ...]
+    replicas: int
+    mesh: MeshModel = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def sharded(self) -> bool:
+        return any(a is not None for a in self.spec)
+
+    @property
+    def sharding(self):
+        """The ``jax.sharding.NamedSharding`` of this layout."""
+        return self.mesh.sharding(self.spec)
+
+    def indices(self) -> dict[int, tuple[slice, ...]]:
+        """Device id to the index ranges it holds (``devices_indices_map``)."""
+        return _indices(self.mesh, self.shape, self.spec)
+
+
+def _validate(shape, axes, mesh: MeshModel):
+    names = set(mesh.axis_names)
+    unknown = [a for a in axes if a is not None and a not in names]
+    if unknown:
+        raise GeometryError(
+            "unknown-axis",
+            f"axis {unknown[0]!r} is not a mesh axis; valid axis names: {list(mesh.axis_names)}",
+            f"use one of {list(mesh.axis_names)} or None",
+        )
+    used = [a for a in axes if a is not None]
+    dupes = sorted({a for a in used if used.count(a) > 1})
+    if dupes:
+        raise GeometryError(
+            "duplicate-axis",
+            f"axis {dupes[0]!r} shards two dimensions of layout {tuple(axes)!r}",
+            f"keep {dupes[0]!r} on one dimension",
+        )
+    if len(axes) > len(shape):
+        raise GeometryError(
+            "rank-mismatch",
+            f"layout {tuple(axes)!r} has {len(axes)} entries but the tensor {shape} has rank "
+            f"{len(shape)}; Keras fails when it places such a tensor",
+            f"give exactly {len(shape)} entries, e.g. {tuple(axes[: len(shape)])!r}",
+            given=len(axes), rank=len(shape),
+        )
+    bad = [
+        (d, shape[d], a, mesh.axis_size(a))
+        for d, a in enumerate(axes)
+        if a is not None and shape[d] % mesh.axis_size(a)
+    ]
+    if bad:
+        d, n, a, k = bad[0]
+        raise GeometryError(
+            "indivisible",
+            f"dim {d} has size {n}, which axis {a!r} of size {k} does not divide",
+            f"shard dim {d} over an axis whose size divides {n}, leave it None, "
+            f"or resize axis {a!r}",
+            dim=d, dim_size=n, axis=a, axis_size=k,
+        )
+
+
+@functools.lru_cache(maxsize=65536)
+def _geometry(mesh: MeshModel, shape, dtype, axes) -> TensorGeometry:
+    _validate(shape, axes, mesh)
+    spec = tuple(axes) + (None,) * (len(shape) - len(axes))
+    sharding = mesh.sharding(axes)
+    shard_shape = tuple(int(d) for d in sharding.shard_shape(shape))
+    size = itemsize(dtype)
+    used = {a for a in spec if a is not None}
+    replicated_over = tuple(a for a in mesh.axis_names if a not in used)
+    replicas = math.prod(mesh.axis_size(a) for a in replicated_over)
+    return TensorGeometry(
+        shape=shape,
+        dtype=str(dtype),
+        axes=tuple(axes),
+        spec=spec,
+        shard_shape=shard_shape,
+        bytes=math.prod(shape) * size,
+        bytes_per_device=math.prod(shard_shape) * size,
+        replicated_over=replicated_over,
+        replicas=replicas,
+        mesh=mesh,
+    )
+
+
+def tensor_geometry(shape, dtype, axes, mesh: MeshModel) -> TensorGeometry:
+    """The geometry of a tensor under a layout; raises :class:`GeometryError`
+    for a layout Keras or JAX would refuse."""
+    return _geometry(mesh, tuple(int(d) for d in shape), str(dtype), tuple(axes))
+
+
+def replicated_geometry(shape, dtype, mesh: MeshModel) -> TensorGeometry:
+    return tensor_geometry(shape, dtype, (), mesh)
+
+
+@functools.lru_cache(maxsize=4096)
+def _indices(mesh: MeshModel, shape, spec):
+    sharding = mesh.sharding(spec)
+    if not mesh.abstract:
+        return {d.id: idx for d, idx in sharding.devices_indices_map(shape).items()}
+    from jax._src import op_shardings  # the routine devices_indices_map uses
+
+    hlo = sharding._to_xla_hlo_sharding(len(shape))
+    per_position = op_shardings.op_sharding_to_indices(hlo, shape, mesh.size)
+    return dict(enumerate(per_position))
+
+
+def spec_from_sharding(sharding, ndim: int) -> tuple:
+    """A padded spec tuple for a ``NamedSharding`` (or a sharding JAX can
+    describe on a named mesh). Dims sharded over several axes give a tuple."""
+    spec = tuple(getattr(sharding, "spec", ()))
+    spec = spec + (None,) * (ndim - len(spec))
+    out = []
+    for entry in spec[:ndim]:
+        if isinstance(entry, (tuple, list)):
+            entry = tuple(entry)
+            entry = entry[0] if len(entry) == 1 else (entry or None)
+        out.append(entry)
+    return tuple(out)
+
+
+def format_spec(spec) -> str:
+    """``(None, 'model')`` as ``P(None, 'model')``; fully replicated as ``P()``.
+
+    >>> format_spec((None, "model")), format_spec((None, None))
+    ("P(None, 'model')", 'P()')
+    """
+    if spec is None:
+        return "—"
+    if all(a is None for a in spec):
+        return "P()"
+    return "P(" + ", ".join(repr(a) for a in spec) + ")"

@@ -1,0 +1,173 @@
+"""Model inputs: what the user gave, as arrays or as abstract values.
+
+A forward pass needs inputs. Users give them in several forms, and a model
+may say what it expects:
+
+* an array (NumPy or JAX): a concrete input;
+* a ``jax.ShapeDtypeStruct``: an abstract input;
+* a shape, a tuple of ints such as ``(8, 128)``: an abstract input whose
+  dtype is taken from the model's own input, else float32;
+* a list, tuple or dict of these, for models with several inputs.
+
+>>> import jax
+>>> specs, concrete = normalize_inputs((8, 16), model_specs=None)
+>>> specs, concrete
+(ShapeDtypeStruct(shape=(8, 16), dtype=float32), False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .errors import ShardvizError
+
+
+def _is_shape(x) -> bool:
+    return isinstance(x, (tuple, list)) and all(
+        isinstance(d, int) and not isinstance(d, bool) for d in x
+    )
+
+
+def _is_array(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__array__")
+
+
+def _is_spec(x) -> bool:
+    import jax
+
+    return isinstance(x, jax.ShapeDtypeStruct)
+
+
+def model_input_specs(model):
+    """What the model says it takes: a list of ``(shape, dtype)`` with None
+    for unknown dims, one per input, or None if it does not say.
+
+    Functional and Sequential models know their inputs; a subclassed model
+    that was built by a call remembers the shape of its single input.
+    """
+    try:
+        inputs = model.inputs
+    except (AttributeError, ValueError):
+        inputs = None
+    if inputs:
+        return [(tuple(t.shape), str(t.dtype)) for t in inputs]
+    shapes = getattr(model, "_build_shapes_dict", None) or {}
+    if len(shapes) == 1:
+        (shape,) = shapes.values()
+        if shape is not None and isinstance(shape, (tuple, list)) and all(
+            d is None or isinstance(d, int) for d in shape
+        ):
+            return [(tuple(shape), None)]
+    return None
+
+
+def placeholder_inputs(model_specs, batch: int = 1, other: int = 8):
+    """Abstract inputs for a model's own input specs, with unknown dims filled
+    (``batch`` for the first, ``other`` elsewhere). Used to find which output
+    paths a forward pass looks up; shapes do not change the paths."""
+    import jax
+
+    specs = []
+    for shape, dtype in model_specs:
+        filled = tuple(
+            (batch if i == 0 else other) if d is None else d for i, d in enumerate(shape)
+        )
+        specs.append(jax.ShapeDtypeStruct(filled, dtype or "float32"))
+    return specs[0] if len(specs) == 1 else specs
+
+
+def normalize_inputs(inputs, model_specs=None):
+    """``(tree of ShapeDtypeStruct, concrete)`` for user inputs.
+
+    ``concrete`` is True when every leaf is an array. The tree keeps the
+    structure the user gave (a single value, a list or a dict).
+    """
+    import jax
+
+    leaves = []
+
+    def convert(x, position):
+        if _is_spec(x):
+            leaves.append("spec")
+            return jax.ShapeDtypeStruct(x.shape, x.dtype)
+        if _is_array(x):
+            leaves.append("array")
+            return jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)
+        if _is_shape(x):
+            leaves.append("shape")
+            dtype = None
+            if model_specs and position < len(model_specs):
+                dtype = model_specs[position][1]
+            return jax.ShapeDtypeStruct(tuple(x), dtype or "float32")
+        raise ShardvizError(
+            f"Input {position} is {type(x).__name__} {x!r:.80}; expected an array, a "
+            "jax.ShapeDtypeStruct or a shape such as (8, 128).",
+            hint="For several inputs pass a list or a dict of these.",
+        )
+
+    if inputs is None:
+        raise ShardvizError("No inputs were given.")
+    if _is_shape(inputs) or _is_spec(inputs) or _is_array(inputs):
+        tree = convert(inputs, 0)
+    elif isinstance(inputs, Mapping):
+        tree = {k: convert(v, i) for i, (k, v) in enumerate(inputs.items())}
+    elif isinstance(inputs, (list, tuple)):
+        tree = [convert(v, i) for i, v in enumerate(inputs)]
+    else:
+        tree = convert(inputs, 0)
+    return tree, bool(leaves) and all(kind == "array" for kind in leaves)
+
+
+def input_arrays(inputs):
+    """The arrays of fully concrete user inputs, in the same tree."""
+    if isinstance(inputs, Mapping):
+        return dict(inputs)
+    if isinstance(inputs, (list, tuple)) and not _is_shape(inputs) and not _is_array(inputs):
+        return list(inputs)
+    return inputs
+
+
+def check_against_model(specs, model_specs, model_name: str):
+    """Refuse inputs whose count, rank, fixed dims or dtype differ from what
+    the model declares, naming the input and what it expects."""
+    if not model_specs:
+        return
+    import jax
+
+    given = jax.tree_util.tree_leaves(specs)
+    if len(given) != len(model_specs):
+        raise ShardvizError(
+            f"Model {model_name!r} takes {len(model_specs)} input(s), but {len(given)} "
+            "were given.",
+            hint="Pass one shape or array per model input, in order "
+            f"(expected shapes: {[s for s, _ in model_specs]}).",
+        )
+    for i, (spec, (shape, dtype)) in enumerate(zip(given, model_specs)):
+        expected = "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+        if len(spec.shape) != len(shape):
+            raise ShardvizError(
+                f"Input {i} of model {model_name!r} has rank {len(spec.shape)} "
+                f"{tuple(spec.shape)}, but the model expects rank {len(shape)} {expected}.",
+                hint=f"Give input {i} a shape like {expected}, with '?' any size.",
+            )
+        for d, (got, want) in enumerate(zip(spec.shape, shape)):
+            if want is not None and got != want:
+                raise ShardvizError(
+                    f"Input {i} of model {model_name!r} has size {got} in dim {d}, but "
+                    f"the model expects {want} (shape {expected}).",
+                    hint=f"Give input {i} a shape like {expected}.",
+                )
+        if dtype is not None and _dtype_kind(spec.dtype) != _dtype_kind(dtype):
+            raise ShardvizError(
+                f"Input {i} of model {model_name!r} has dtype {spec.dtype}, but the model "
+                f"expects {dtype}.",
+                hint=f"Pass jax.ShapeDtypeStruct({tuple(spec.shape)}, {dtype!r}) "
+                "or an array of that dtype.",
+            )
+
+
+def _dtype_kind(dtype) -> str:
+    import jax.numpy as jnp
+
+    kind = jnp.dtype(dtype).kind
+    return {"i": "int", "u": "int", "b": "bool"}.get(kind, "float" if kind in "fV" else kind)

@@ -1,0 +1,327 @@
+"""Scan: the variables and output paths of a model, without allocating.
+
+A scan lists what a plan's rules can match:
+
+* every variable, with the path, shape, dtype and trainability Keras gives it;
+* every layer output path (``.../output``) that Keras looks up during a
+  forward pass, in call order, as Keras itself computes it.
+
+Paths are never rebuilt by hand: they differ between functional models (no
+model prefix for top-level layers), Sequential models (prefixed) and
+subclassed ones. Variable paths are read off the variables; output paths are
+recorded from Keras's own lookups while an abstract forward pass is traced.
+
+A zero-argument builder is called inside
+``keras.StatelessScope(initialize_variables=False)``, so variables get a
+shape, a dtype and a path, but no memory: a 70B-parameter model scans in
+seconds.
+
+>>> import keras
+>>> def build():
+...     inputs = keras.Input((16,))
+...     return keras.Model(inputs, keras.layers.Dense(4, name="d1")(inputs))
+>>> s = scan(build)
+>>> [v.path for v in s.variables]
+['d1/kernel', 'd1/bias']
+>>> s.output_paths
+('d1/output',)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+from . import _keras
+from .errors import ShardvizError
+from .inputs import model_input_specs, normalize_inputs, placeholder_inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableInfo:
+    """One model variable, as Keras names and shapes it."""
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: str
+    trainable: bool
+    own_axes: tuple | None = None
+    """A layout the variable carries itself; Keras uses it over any rule."""
+
+    @property
+    def layer(self) -> str:
+        """The path of the layer that owns the variable."""
+        return self.path.rpartition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.path.rpartition("/")[2]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputInfo:
+    """One layer output lookup: the key Keras looks up and the layer."""
+
+    path: str
+    """The lookup key, e.g. ``"my_model/block_0/up/output"``."""
+    layer: str
+    """The layer's name."""
+    layer_class: str
+    shapes: tuple = ()
+    """The shape of each output tensor seen while scanning (placeholder
+    sizes where the batch or sequence length was unknown)."""
+
+    @property
+    def layer_path(self) -> str:
+        return self.path[: -len("/output")]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Scan:
+    """What a model offers to a plan: its variables and its output paths.
+
+    Build one with :func:`scan`. A scan is independent of any plan, so it is
+    made once per model and reused for every plan analysed.
+    """
+
+    model: object
+    kind: str
+    """``"functional"``, ``"sequential"`` or ``"subclassed"``."""
+    variables: tuple[VariableInfo, ...]
+    outputs: tuple[OutputInfo, ...]
+    outputs_source: str
+    """How output paths were found: ``"forward"`` (an abstract forward pass,
+    as ``fit`` and ``predict`` run it), ``"build"`` (the lookups made while
+    the builder built the model) or ``"none"``."""
+    notes: tuple[str, ...] = ()
+    built_by_shardviz: bool = False
+    """True when shardviz called a builder (so no variable holds memory)."""
+    seconds: float = 0.0
+    _memo: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def variable_paths(self) -> tuple[str, ...]:
+        return tuple(v.path for v in self.variables)
+
+    @property
+    def output_paths(self) -> tuple[str, ...]:
+        return tuple(o.path for o in self.outputs)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Every path a rule can match: variables first, then outputs."""
+        return self.variable_paths + self.output_paths
+
+    @property
+    def param_count(self) -> int:
+        return sum(v.size for v in self.variables)
+
+    def variable(self, path: str) -> VariableInfo:
+        for v in self.variables:
+            if v.path == path:
+                return v
+        raise KeyError(path)
+
+    def __repr__(self) -> str:
+        name = getattr(self.model, "name", type(self.model).__name__)
+        return (
+            f"<Scan {name!r} ({self.kind}): {len(self.variables)} variables, "
+            f"{self.param_count:,} parameters, {len(self.outputs)} output paths>"
+        )
+
+
+def model_kind(model) -> str:
+    k = _keras.keras()
+    if isinstance(model, k.Sequential):
+        return "sequential"
+    from keras.src.models.functional import Functional
+
+    if isinstance(model, Functional):
+        return "functional"
+    return "subclassed"
+
+
+def _is_layer(obj) -> bool:
+    return isinstance(obj, _keras.keras().layers.Layer)
+
+
+def build_model(builder):
+    """Call a zero-argument builder with deferred variables, recording the
+    output lookups Keras makes while it builds."""
+    seen = []
+
+    def on_output(path, layer, outputs, apply, error):
+        seen.append((path, layer, _shapes(outputs)))
+        return outputs
+
+    name = getattr(builder, "__name__", repr(builder))
+    with _keras.deferred_variables(), _keras.observing_outputs(on_output):
+        try:
+            model = builder()
+        except ShardvizError:
+            raise
+        except Exception as e:
+            error = e
+        else:
+            error = None
+    if error is not None:
+        raise ShardvizError(
+            f"The builder {name}() raised {type(error).__name__}: {error}",
+            hint="Fix the builder so that it returns a built Keras model; "
+            "shardviz calls it with no arguments.",
+        ) from error
+    if not _is_layer(model):
+        raise ShardvizError(
+            f"The builder {name}() returned {type(model).__name__}, not a Keras model.",
+            hint="Return the model, e.g. `return keras.Model(inputs, outputs)`.",
+        )
+    return model, seen
+
+
+def _shapes(outputs):
+    import jax
+
+    leaves = jax.tree_util.tree_leaves(outputs, is_leaf=lambda x: hasattr(x, "shape"))
+    return tuple(tuple(getattr(x, "shape", ())) for x in leaves)
+
+
+def _dedupe(records):
+    out, seen = [], set()
+    for path, layer, shapes in records:
+        if path in seen:
+            continue
+        seen.add(path)
+        out.append(OutputInfo(
+            path=path,
+            layer=getattr(layer, "name", path.rpartition("/")[0].rpartition("/")[2]),
+            layer_class=type(layer).__name__ if layer is not None else "",
+            shapes=shapes,
+        ))
+    return tuple(out)
+
+
+def forward_lookups(model, input_specs):
+    """The output lookups of an abstract forward pass (``stateless_call``,
+    as ``fit`` and ``predict`` call the model on JAX), in call order."""
+    import jax
+
+    seen = []
+
+    def on_output(path, layer, outputs, apply, error):
+        seen.append((path, layer, _shapes(outputs)))
+        return outputs
+
+    trainable = [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype) for v in model.trainable_variables]
+    non_trainable = [
+        jax.ShapeDtypeStruct(tuple(v.shape), v.dtype) for v in model.non_trainable_variables
+    ]
+
+    def forward(tv, ntv, x):
+        with _keras.deferred_variables(), _keras.observing_outputs(on_output):
+            outputs, _ = model.stateless_call(tv, ntv, x)
+        return outputs
+
+    jax.eval_shape(forward, trainable, non_trainable, input_specs)
+    return seen
+
+
+def scan(model_or_builder, inputs=None) -> Scan:
+    """Scan a built Keras model, or a zero-argument builder of one.
+
+    Args:
+        model_or_builder: a built ``keras.Model`` (functional, Sequential or
+            subclassed, nested or not), or a function that builds and returns
+            one. A builder is called with deferred variables, so nothing is
+            allocated.
+        inputs: optional inputs (arrays, shapes, ``ShapeDtypeStruct``s, or a
+            list or dict of these). Needed to find the output paths of a
+            subclassed model that does not record its input shape.
+
+    Raises:
+        ShardvizError: if the builder raises or returns no model, or the
+            model is not built.
+    """
+    start = time.perf_counter()
+    notes = []
+    build_records = []
+    if _is_layer(model_or_builder):
+        model, built_by_shardviz = model_or_builder, False
+    elif callable(model_or_builder):
+        model, build_records = build_model(model_or_builder)
+        built_by_shardviz = True
+    else:
+        raise ShardvizError(
+            f"Expected a Keras model or a zero-argument builder, got "
+            f"{type(model_or_builder).__name__}.",
+            hint="Pass the model, or a function such as `lambda: make_model()`.",
+        )
+    name = getattr(model, "name", type(model).__name__)
+    if not model.built:
+        raise ShardvizError(
+            f"Model {name!r} is not built, so its variables do not exist yet.",
+            hint="Build it (call it on data, or give it a keras.Input), or pass a builder "
+            "that returns a built model.",
+        )
+
+    variables, seen = [], set()
+    for v in model.variables:
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        variables.append(VariableInfo(
+            path=v.path,
+            shape=tuple(int(d) for d in v.shape),
+            dtype=str(v.dtype),
+            trainable=bool(v.trainable),
+            own_axes=_keras.variable_own_layout(v),
+        ))
+    pinned = [v for v in variables if v.own_axes is not None]
+    if pinned and not built_by_shardviz:
+        notes.append(
+            f"{len(pinned)} variable(s) already carry a layout (set at construction, or by "
+            "the distribution the model was built under); Keras keeps it over any rule. "
+            "Pass a builder to analyse a fresh build."
+        )
+
+    specs = None
+    model_specs = model_input_specs(model)
+    if inputs is not None:
+        specs, _ = normalize_inputs(inputs, model_specs)
+    elif model_specs is not None:
+        specs = placeholder_inputs(model_specs)
+
+    outputs, source = (), "none"
+    if specs is not None:
+        try:
+            outputs, source = _dedupe(forward_lookups(model, specs)), "forward"
+        except Exception as e:
+            notes.append(
+                f"The abstract forward pass used to find output paths failed "
+                f"({type(e).__name__}: {str(e)[:300]}); pass `inputs=` to fix this."
+            )
+    if source == "none" and build_records:
+        outputs, source = _dedupe(build_records), "build"
+        notes.append(
+            "Output paths were taken from the lookups made while the model was built; "
+            "pass `inputs=` to see exactly those of a forward pass."
+        )
+    elif source == "none":
+        notes.append(
+            "The model does not declare its inputs, so its output paths are unknown; "
+            "pass `inputs=` (e.g. inputs=(8, 128)) to find them."
+        )
+    return Scan(
+        model=model,
+        kind=model_kind(model),
+        variables=tuple(variables),
+        outputs=outputs,
+        outputs_source=source,
+        notes=tuple(notes),
+        built_by_shardviz=built_by_shardviz,
+        seconds=time.perf_counter() - start,
+    )

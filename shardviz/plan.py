@@ -1,0 +1,645 @@
+"""Plan: an immutable description of a Keras distribution.
+
+A Plan holds what a ``keras.distribution.ModelParallel`` holds: the mesh
+(ordered axis names and sizes), the ordered layout rules (a regex key and
+one mesh axis or ``None`` per tensor dimension, exactly as in ``LayoutMap``)
+and the batch axis. It holds no devices and starts nothing, so it can be
+built, compared, edited, saved and loaded anywhere.
+
+>>> plan = Plan({"batch": 2, "model": 4}, {".*dense.*kernel": (None, "model")})
+>>> plan.mesh_size
+8
+>>> plan.batch_axis
+'batch'
+>>> plan.with_rule(".*dense.*bias", ("model",)).rule_keys
+('.*dense.*kernel', '.*dense.*bias')
+>>> Plan.from_json(plan.to_json()) == plan
+True
+
+Edits return new plans; the original never changes. A plan may hold rules
+that Keras would refuse (an unknown axis, an invalid regex): they are kept,
+exactly as typed, and reported by :meth:`Plan.check` and by the analysis, so
+that nothing a user typed is lost. :meth:`Plan.to_keras` refuses them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import Problem, ShardvizError
+
+SCHEMA = "shardviz.plan"
+SCHEMA_VERSION = 1
+
+Axes = tuple  # tuple[str | None, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One layout rule: a LayoutMap key and the mesh axis of each dimension.
+
+    >>> Rule("d1/output", ("batch", None, "model")).is_output
+    True
+    """
+
+    key: str
+    axes: Axes
+
+    def __post_init__(self):
+        if not isinstance(self.key, str) or not self.key:
+            raise ShardvizError(
+                f"A rule key must be a non-empty string, got {self.key!r}.",
+                hint="Use a variable path such as 'dense/kernel', a regex such "
+                "as '.*dense.*kernel', or a layer output path ending in '/output'.",
+            )
+        object.__setattr__(self, "axes", _normalize_axes(self.axes, self.key))
+
+    @property
+    def is_output(self) -> bool:
+        """Whether the key is meant for layer outputs (it ends in ``/output``)."""
+        return self.key.endswith("/output")
+
+    def __repr__(self) -> str:
+        return f"Rule({self.key!r}, {self.axes!r})"
+
+
+def _normalize_axes(axes, key) -> Axes:
+    if isinstance(axes, str) or axes is None:
+        raise ShardvizError(
+            f"Rule {key!r}: axes must be a sequence with one entry per tensor "
+            f"dimension, got {axes!r}.",
+            hint=f"Write e.g. ({axes!r},) for a 1-D tensor, or (None, {axes!r}) "
+            "to shard the last dimension of a 2-D one.",
+            rule=key,
+        )
+    try:
+        axes = tuple(axes)
+    except TypeError:
+        raise ShardvizError(
+            f"Rule {key!r}: axes must be a sequence such as (None, 'model'), got {axes!r}.",
+            rule=key,
+        ) from None
+    for axis in axes:
+        if axis is None or (isinstance(axis, str) and axis):
+            continue
+        if isinstance(axis, (tuple, list)):
+            raise ShardvizError(
+                f"Rule {key!r}: dimension entry {axis!r} names several mesh axes; "
+                "Keras's TensorLayout accepts one mesh axis name or None per dimension.",
+                hint="Shard this dimension over a single axis, or merge the axes "
+                "into one mesh axis of their combined size.",
+                rule=key,
+            )
+        raise ShardvizError(
+            f"Rule {key!r}: dimension entry {axis!r} must be a mesh axis name or None.",
+            rule=key,
+        )
+    return axes
+
+
+def _normalize_mesh(mesh) -> tuple[tuple[str, int], ...]:
+    if isinstance(mesh, Mapping):
+        items = list(mesh.items())
+    else:
+        try:
+            items = [tuple(item) for item in mesh]
+        except TypeError:
+            raise ShardvizError(
+                f"The mesh must be a mapping of axis name to size, got {mesh!r}.",
+                hint="Write e.g. {'batch': 2, 'model': 4}.",
+            ) from None
+    if not items:
+        raise ShardvizError(
+            "The mesh has no axes.", hint="Give at least one axis, e.g. {'batch': 8}."
+        )
+    seen = set()
+    out = []
+    for item in items:
+        if len(item) != 2:
+            raise ShardvizError(f"Mesh entry {item!r} is not a (name, size) pair.")
+        name, size = item
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ShardvizError(
+                f"Mesh axis name {name!r} must be a non-empty string without '/'.",
+                hint="Use names such as 'batch', 'model' or 'data'.",
+            )
+        if name in seen:
+            raise ShardvizError(
+                f"Mesh axis {name!r} appears twice.", hint="Give every axis a distinct name."
+            )
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ShardvizError(
+                f"Mesh axis {name!r} has size {size!r}; sizes must be integers >= 1.",
+                hint=f"Set e.g. {{{name!r}: 2}}.",
+            )
+        seen.add(name)
+        out.append((name, int(size)))
+    return tuple(out)
+
+
+def _normalize_rules(rules) -> tuple[Rule, ...]:
+    if rules is None:
+        return ()
+    if isinstance(rules, Mapping):
+        items = list(rules.items())
+    elif isinstance(rules, str):
+        raise ShardvizError(
+            f"Rules must be a mapping or a list of (key, axes) pairs, got the string {rules!r}."
+        )
+    else:
+        items = list(rules)
+    out = []
+    for item in items:
+        if isinstance(item, Rule):
+            out.append(item)
+            continue
+        try:
+            key, axes = item
+        except (TypeError, ValueError):
+            raise ShardvizError(
+                f"Rule entry {item!r} is not a (key, axes) pair.",
+                hint="Write e.g. ('.*dense.*kernel', (None, 'model')).",
+            ) from None
+        out.append(Rule(key, axes))
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class Plan:
+    """An immutable distribution plan: mesh, ordered rules and batch axis.
+
+    Args:
+        mesh: axis name to size, in order, e.g. ``{"batch": 2, "model": 4}``.
+        rules: ordered ``key -> axes``, as a mapping or a list of pairs. A key
+            is a ``LayoutMap`` key: a variable path, a regex over variable
+            paths (``re.fullmatch``), or a layer output key ending in
+            ``/output``.
+        batch_axis: the mesh axis that shards the batch dimension of inputs.
+            Defaults to the first axis, as in ``ModelParallel``.
+    """
+
+    mesh: tuple[tuple[str, int], ...]
+    rules: tuple[Rule, ...]
+    batch_axis: str
+
+    def __init__(self, mesh, rules=(), batch_axis: str | None = None):
+        mesh = _normalize_mesh(mesh)
+        rules = _normalize_rules(rules)
+        if batch_axis is None:
+            batch_axis = mesh[0][0]
+        if not isinstance(batch_axis, str) or not batch_axis:
+            raise ShardvizError(f"batch_axis must be a mesh axis name, got {batch_axis!r}.")
+        object.__setattr__(self, "mesh", mesh)
+        object.__setattr__(self, "rules", rules)
+        object.__setattr__(self, "batch_axis", batch_axis)
+
+    # ----------------------------------------------------------- properties
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.mesh)
+
+    @property
+    def mesh_shape(self) -> tuple[int, ...]:
+        return tuple(size for _, size in self.mesh)
+
+    @property
+    def mesh_dict(self) -> dict[str, int]:
+        return dict(self.mesh)
+
+    @property
+    def mesh_size(self) -> int:
+        """The number of devices the mesh needs."""
+        return math.prod(self.mesh_shape)
+
+    @property
+    def rule_keys(self) -> tuple[str, ...]:
+        return tuple(rule.key for rule in self.rules)
+
+    def axis_size(self, name: str) -> int:
+        """The size of mesh axis ``name``."""
+        for axis, size in self.mesh:
+            if axis == name:
+                return size
+        raise ShardvizError(
+            f"The mesh has no axis {name!r}.", hint=f"Mesh axes: {list(self.axis_names)}."
+        )
+
+    def rule_index(self, key: str) -> int:
+        """The position of the first rule with this key."""
+        for i, rule in enumerate(self.rules):
+            if rule.key == key:
+                return i
+        raise ShardvizError(
+            f"The plan has no rule {key!r}.", hint=f"Rules: {list(self.rule_keys)}.", rule=key
+        )
+
+    # --------------------------------------------------------------- presets
+    @classmethod
+    def data_parallel(cls, n: int, axis: str = "batch") -> Plan:
+        """Replicate every variable, shard the batch over ``n`` devices.
+
+        >>> Plan.data_parallel(8)
+        Plan(mesh={'batch': 8}, rules={}, batch_axis='batch')
+        """
+        return cls({axis: n})
+
+    @classmethod
+    def model_parallel(cls, n: int, rules=(), axis: str = "model") -> Plan:
+        """Shard variables over ``n`` devices by ``rules``; no data parallelism.
+
+        The mesh is ``{"batch": 1, axis: n}`` so that the batch axis exists
+        (with size 1) and inputs are not split over the model axis.
+
+        >>> Plan.model_parallel(4, {".*kernel": (None, "model")}).mesh_dict
+        {'batch': 1, 'model': 4}
+        """
+        return cls({"batch": 1, axis: n}, rules, batch_axis="batch")
+
+    @classmethod
+    def hybrid(cls, batch: int, model: int, rules=()) -> Plan:
+        """A 2-D ``(batch, model)`` mesh: data parallel and model parallel.
+
+        >>> Plan.hybrid(2, 4).mesh_dict
+        {'batch': 2, 'model': 4}
+        """
+        return cls({"batch": batch, "model": model}, rules, batch_axis="batch")
+
+    # ----------------------------------------------------------------- edits
+    def _replace(self, mesh=None, rules=None, batch_axis=None) -> Plan:
+        return Plan(
+            self.mesh if mesh is None else mesh,
+            self.rules if rules is None else rules,
+            self.batch_axis if batch_axis is None else batch_axis,
+        )
+
+    def with_mesh(self, mesh) -> Plan:
+        """Replace the whole mesh; rules and batch axis are kept as they are."""
+        mesh = _normalize_mesh(mesh)
+        names = [name for name, _ in mesh]
+        batch = self.batch_axis if self.batch_axis in names else names[0]
+        return self._replace(mesh=mesh, batch_axis=batch)
+
+    def with_axis(self, name: str, size: int, index: int | None = None) -> Plan:
+        """Resize axis ``name``, or add it (at ``index``, default last).
+
+        >>> Plan({"batch": 8}).with_axis("model", 2).with_axis("batch", 4).mesh_dict
+        {'batch': 4, 'model': 2}
+        """
+        mesh = list(self.mesh)
+        for i, (axis, _) in enumerate(mesh):
+            if axis == name:
+                mesh[i] = (name, size)
+                return self._replace(mesh=mesh)
+        mesh.insert(len(mesh) if index is None else index, (name, size))
+        return self._replace(mesh=mesh)
+
+    def without_axis(self, name: str) -> Plan:
+        """Remove axis ``name``. Rules that name it are kept, and reported."""
+        self.axis_size(name)
+        mesh = [(a, s) for a, s in self.mesh if a != name]
+        if not mesh:
+            raise ShardvizError(
+                f"Removing {name!r} would leave the mesh without axes.",
+                hint="Keep at least one axis; set its size to 1 instead.",
+            )
+        batch = self.batch_axis if self.batch_axis != name else mesh[0][0]
+        return self._replace(mesh=mesh, batch_axis=batch)
+
+    def with_axis_renamed(self, old: str, new: str) -> Plan:
+        """Rename a mesh axis, in the mesh, every rule and the batch axis.
+
+        >>> Plan({"data": 2, "model": 4}, {"k": (None, "model")}).with_axis_renamed(
+        ...     "model", "tensor").rules
+        (Rule('k', (None, 'tensor')),)
+        """
+        self.axis_size(old)
+        mesh = [(new if a == old else a, s) for a, s in self.mesh]
+        rules = [Rule(r.key, tuple(new if a == old else a for a in r.axes)) for r in self.rules]
+        batch = new if self.batch_axis == old else self.batch_axis
+        return self._replace(mesh=mesh, rules=rules, batch_axis=batch)
+
+    def with_batch_axis(self, name: str) -> Plan:
+        """Shard the input batch over ``name``."""
+        return self._replace(batch_axis=name)
+
+    def with_rule(self, key: str, axes, index: int | None = None) -> Plan:
+        """Set the axes of rule ``key`` in place, or add it at ``index``
+        (default last)."""
+        rule = Rule(key, axes)
+        rules = list(self.rules)
+        for i, existing in enumerate(rules):
+            if existing.key == key:
+                rules[i] = rule
+                return self._replace(rules=rules)
+        rules.insert(len(rules) if index is None else index, rule)
+        return self._replace(rules=rules)
+
+    def with_rule_at(self, index: int, key: str | None = None, axes=None) -> Plan:
+        """Change the key and/or the axes of the rule at position ``index``.
+
+        >>> Plan({"m": 2}, {"a": ("m",)}).with_rule_at(0, key="b").rules
+        (Rule('b', ('m',)),)
+        """
+        rules = list(self.rules)
+        self._check_index(index)
+        old = rules[index]
+        rules[index] = Rule(old.key if key is None else key, old.axes if axes is None else axes)
+        return self._replace(rules=rules)
+
+    def without_rule(self, key_or_index) -> Plan:
+        """Remove a rule, by key or by position."""
+        index = self._index_of(key_or_index)
+        rules = list(self.rules)
+        del rules[index]
+        return self._replace(rules=rules)
+
+    def with_rule_moved(self, key_or_index, new_index: int) -> Plan:
+        """Move a rule to ``new_index`` (order matters only for display and
+        for Keras's error messages; matching itself is order-free).
+
+        >>> Plan({"m": 2}, {"a": ("m",), "b": ("m",)}).with_rule_moved("b", 0).rule_keys
+        ('b', 'a')
+        """
+        index = self._index_of(key_or_index)
+        rules = list(self.rules)
+        rule = rules.pop(index)
+        new_index = max(0, min(new_index, len(rules)))
+        rules.insert(new_index, rule)
+        return self._replace(rules=rules)
+
+    def with_rules(self, rules) -> Plan:
+        """Replace all rules."""
+        return self._replace(rules=_normalize_rules(rules))
+
+    def _check_index(self, index):
+        if not isinstance(index, int) or not -len(self.rules) <= index < len(self.rules):
+            raise ShardvizError(
+                f"There is no rule at position {index!r}; the plan has {len(self.rules)} rule(s)."
+            )
+
+    def _index_of(self, key_or_index) -> int:
+        if isinstance(key_or_index, int) and not isinstance(key_or_index, bool):
+            self._check_index(key_or_index)
+            return key_or_index % len(self.rules)
+        return self.rule_index(key_or_index)
+
+    # ----------------------------------------------------------------- check
+    def check(self) -> list[Problem]:
+        """Problems with the plan itself, before any model is involved.
+
+        >>> [p.kind for p in Plan({"batch": 8}, {"(": ("batch",)}).check()]
+        ['invalid-regex']
+        """
+        problems = []
+        names = set(self.axis_names)
+        if self.batch_axis not in names:
+            problems.append(Problem(
+                "error", "batch-axis",
+                f"The batch axis {self.batch_axis!r} is not a mesh axis {list(self.axis_names)}.",
+                hint=f"Set batch_axis to one of {list(self.axis_names)}.",
+            ))
+        seen = {}
+        for i, rule in enumerate(self.rules):
+            if rule.key in seen:
+                problems.append(Problem(
+                    "error", "duplicate-rule",
+                    f"Rules {seen[rule.key]} and {i} have the same key {rule.key!r}; "
+                    "Keras's LayoutMap refuses a duplicate key.",
+                    hint="Delete one of them or merge their axes.", rule=rule.key,
+                ))
+            else:
+                seen[rule.key] = i
+            error = regex_error(rule.key)
+            if error:
+                problems.append(Problem(
+                    "error", "invalid-regex",
+                    f"Rule {rule.key!r} is not a valid regular expression: {error}.",
+                    hint="Escape special characters (e.g. '\\(' for a literal '('), "
+                    "or fix the pattern.", rule=rule.key,
+                ))
+            unknown = [a for a in rule.axes if a is not None and a not in names]
+            if unknown:
+                problems.append(Problem(
+                    "error", "unknown-axis",
+                    f"Rule {rule.key!r} uses axis {unknown[0]!r}, which the mesh does not "
+                    f"have; valid axis names: {list(self.axis_names)}.",
+                    hint=f"Use one of {list(self.axis_names)} or None, or add axis "
+                    f"{unknown[0]!r} to the mesh.", rule=rule.key,
+                ))
+            used = [a for a in rule.axes if a is not None]
+            dupes = sorted({a for a in used if used.count(a) > 1})
+            if dupes:
+                problems.append(Problem(
+                    "error", "duplicate-axis",
+                    f"Rule {rule.key!r} {rule.axes!r} shards two dimensions over axis "
+                    f"{dupes[0]!r}; a mesh axis can shard only one dimension.",
+                    hint=f"Keep {dupes[0]!r} on one dimension and use None or another "
+                    "axis on the others.", rule=rule.key,
+                ))
+        return problems
+
+    # ------------------------------------------------------------ conversion
+    def to_keras(self, devices=None):
+        """A ``keras.distribution.ModelParallel`` with this mesh, rules and
+        batch axis.
+
+        Args:
+            devices: the devices of the mesh, in mesh order. Defaults to the
+                first ``mesh_size`` devices of ``keras.distribution.list_devices()``.
+
+        Raises:
+            ShardvizError: if the plan has errors Keras would refuse, or if
+                there are fewer devices than the mesh needs.
+        """
+        from . import _keras
+
+        errors = [p for p in self.check() if p.severity == "error"]
+        if errors:
+            raise ShardvizError(
+                "This plan cannot become a Keras distribution:\n"
+                + "\n".join(f"  - {p.message}" for p in errors),
+                hint=errors[0].hint, rule=errors[0].rule,
+            )
+        kd = _keras.keras().distribution
+        if devices is None:
+            available = kd.list_devices()
+            if len(available) < self.mesh_size:
+                raise ShardvizError(
+                    f"The mesh {self.mesh_dict} needs {self.mesh_size} devices, "
+                    f"but only {len(available)} are available.",
+                    hint=f"Call shardviz.simulate_devices({self.mesh_size}) before any JAX "
+                    "operation (restart the kernel first), or shrink the mesh.",
+                )
+            devices = available[: self.mesh_size]
+        mesh = kd.DeviceMesh(shape=self.mesh_shape, axis_names=self.axis_names, devices=devices)
+        layout_map = kd.LayoutMap(mesh)
+        for rule in self.rules:
+            layout_map[rule.key] = tuple(rule.axes)
+        return kd.ModelParallel(layout_map=layout_map, batch_dim_name=self.batch_axis)
+
+    @classmethod
+    def from_keras(cls, obj) -> Plan:
+        """A Plan from a ``ModelParallel``, a ``DataParallel`` or a ``LayoutMap``.
+
+        For a LayoutMap (for example one returned by a model's
+        ``get_layout_map(device_mesh)``) the batch axis is the mesh's first
+        axis, as ``ModelParallel`` would choose.
+        """
+        from . import _keras
+
+        kd = _keras.keras().distribution
+        if isinstance(obj, kd.LayoutMap):
+            mesh, items, batch = obj.device_mesh, _keras.layout_map_items(obj), None
+        elif isinstance(obj, kd.ModelParallel):
+            layout_map = _keras.model_parallel_layout_map(obj)
+            mesh, items, batch = obj.device_mesh, _keras.layout_map_items(layout_map), obj.batch_dim_name
+        elif isinstance(obj, kd.DataParallel):
+            mesh, items, batch = obj.device_mesh, [], obj.batch_dim_name
+        else:
+            raise ShardvizError(
+                f"Plan.from_keras expects a keras.distribution ModelParallel, DataParallel "
+                f"or LayoutMap, got {type(obj).__name__}.",
+            )
+        if mesh is None:
+            raise ShardvizError("The LayoutMap has no device mesh; create it with LayoutMap(mesh).")
+        return cls(zip(mesh.axis_names, (int(s) for s in mesh.shape)), items, batch)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with a versioned schema.
+
+        >>> Plan({"batch": 2}, {"k": ("batch",)}).to_dict()["rules"]
+        [{'key': 'k', 'axes': ['batch']}]
+        """
+        return {
+            "format": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "mesh": dict(self.mesh),
+            "batch_axis": self.batch_axis,
+            "rules": [{"key": r.key, "axes": list(r.axes)} for r in self.rules],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+        """Load a plan written by :meth:`to_dict`. Nothing in it is executed."""
+        if not isinstance(data, Mapping):
+            raise ShardvizError(f"A plan must be a JSON object, got {type(data).__name__}.")
+        if data.get("format") != SCHEMA:
+            raise ShardvizError(
+                f"This is not a shardviz plan: 'format' is {data.get('format')!r}, "
+                f"expected {SCHEMA!r}.",
+            )
+        version = data.get("version")
+        if version != SCHEMA_VERSION:
+            newer = isinstance(version, int) and version > SCHEMA_VERSION
+            raise ShardvizError(
+                f"Plan schema version {version!r} is not supported (this shardviz reads "
+                f"version {SCHEMA_VERSION}).",
+                hint="Upgrade shardviz." if newer else "Re-save the plan with Plan.to_json().",
+            )
+        unknown = set(data) - {"format", "version", "mesh", "batch_axis", "rules"}
+        if unknown:
+            raise ShardvizError(
+                f"Unknown plan field(s) {sorted(unknown)}.",
+                hint="Known fields: format, version, mesh, batch_axis, rules.",
+            )
+        mesh = data.get("mesh")
+        if not isinstance(mesh, Mapping):
+            raise ShardvizError("The plan's 'mesh' must be an object of axis name to size.")
+        rules = data.get("rules", [])
+        if not isinstance(rules, list):
+            raise ShardvizError("The plan's 'rules' must be a list of {key, axes} objects.")
+        pairs = []
+        for i, rule in enumerate(rules):
+            if not isinstance(rule, Mapping) or set(rule) != {"key", "axes"}:
+                raise ShardvizError(
+                    f"Rule {i} of the plan must be an object with exactly 'key' and 'axes', "
+                    f"got {rule!r}."
+                )
+            if not isinstance(rule["axes"], list):
+                raise ShardvizError(f"Rule {i} ({rule['key']!r}): 'axes' must be a list.")
+            pairs.append((rule["key"], tuple(rule["axes"])))
+        return cls(mesh, pairs, data.get("batch_axis"))
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        """Load a plan from JSON text (a file's contents, not its name)."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ShardvizError(
+                f"The plan is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}."
+            ) from None
+        return cls.from_dict(data)
+
+    def to_python(self, devices_expr: str | None = None) -> str:
+        """Source code that builds this plan as a Keras distribution.
+
+        The code defines ``distribution``; execute it, then use
+        ``with distribution.scope():`` or ``keras.distribution.set_distribution``.
+
+        >>> print(Plan({"batch": 2, "model": 4}, {".*kernel": (None, "model")}).to_python())
+        import keras
+        <BLANKLINE>
+        devices = keras.distribution.list_devices()[:8]
+        mesh = keras.distribution.DeviceMesh(
+            shape=(2, 4), axis_names=('batch', 'model'), devices=devices
+        )
+        layout_map = keras.distribution.LayoutMap(mesh)
+        layout_map['.*kernel'] = (None, 'model')
+        distribution = keras.distribution.ModelParallel(
+            layout_map=layout_map, batch_dim_name='batch'
+        )
+        """
+        devices_expr = devices_expr or f"keras.distribution.list_devices()[:{self.mesh_size}]"
+        lines = [
+            "import keras",
+            "",
+            f"devices = {devices_expr}",
+            "mesh = keras.distribution.DeviceMesh(",
+            f"    shape={self.mesh_shape!r}, axis_names={self.axis_names!r}, devices=devices",
+            ")",
+            "layout_map = keras.distribution.LayoutMap(mesh)",
+        ]
+        lines += [f"layout_map[{r.key!r}] = {tuple(r.axes)!r}" for r in self.rules]
+        lines += [
+            "distribution = keras.distribution.ModelParallel(",
+            f"    layout_map=layout_map, batch_dim_name={self.batch_axis!r}",
+            ")",
+        ]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        rules = "{" + ", ".join(f"{r.key!r}: {r.axes!r}" for r in self.rules) + "}"
+        if len(set(self.rule_keys)) != len(self.rules):
+            rules = "[" + ", ".join(f"({r.key!r}, {r.axes!r})" for r in self.rules) + "]"
+        return f"Plan(mesh={dict(self.mesh)!r}, rules={rules}, batch_axis={self.batch_axis!r})"
+
+
+def regex_error(pattern: str) -> str | None:
+    """The reason ``pattern`` is not a valid regex, or None.
+
+    >>> regex_error("dense/(kernel")
+    'missing ), unterminated subpattern at position 6'
+    """
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        return str(e)
+    return None
+
+
+def as_plan(obj) -> Plan:
+    """Accept a Plan, a Keras distribution or LayoutMap, or a plan dict."""
+    if isinstance(obj, Plan):
+        return obj
+    if isinstance(obj, Mapping):
+        return Plan.from_dict(obj)
+    return Plan.from_keras(obj)

@@ -1,0 +1,99 @@
+"""Notebook rendering of a Report: a compact HTML summary with its tables."""
+
+from __future__ import annotations
+
+import html
+
+from ..checks import human_bytes
+from ..geometry import format_spec
+from .text import summary_line
+
+CSS = """
+<style>
+.shardviz-report { font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px; }
+.shardviz-report table { border-collapse: collapse; margin: 4px 0 10px 0; }
+.shardviz-report th, .shardviz-report td { padding: 2px 8px; text-align: left;
+  border-bottom: 1px solid #ddd; vertical-align: top; }
+.shardviz-report th { background: #f3f3f3; }
+.shardviz-report .sv-error { color: #b00020; font-weight: 600; }
+.shardviz-report .sv-warning { color: #8a5a00; }
+.shardviz-report .sv-info { color: #005a8a; }
+.shardviz-report .sv-sharded { color: #1b7f3b; }
+.shardviz-report tr.sv-row-error td { background: #fdecee; }
+.shardviz-report code { font-size: 12px; }
+.shardviz-report summary { cursor: pointer; font-weight: 600; margin: 4px 0; }
+</style>
+"""
+
+
+def _e(x) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _table(headers, rows, row_classes=None) -> str:
+    out = ["<table><thead><tr>"]
+    out += [f"<th>{_e(h)}</th>" for h in headers]
+    out.append("</tr></thead><tbody>")
+    for i, row in enumerate(rows):
+        cls = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
+        out.append(f"<tr{cls}>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def problems_html(report) -> str:
+    rows = [
+        [f'<span class="sv-{p.severity}">{_e(p.severity)}</span>', _e(p.kind),
+         f"<code>{_e(p.path or p.rule or p.layer or '')}</code>", _e(p.message), _e(p.hint)]
+        for p in report.problem_list
+    ]
+    return _table(["severity", "kind", "where", "message", "hint"], rows)
+
+
+def variables_html(report, max_rows: int = 200) -> str:
+    rows, classes = [], []
+    for vl in report.variable_layouts[:max_rows]:
+        g = vl.geometry
+        rule = (report.plan.rules[vl.match.rule].key if vl.source == "rule"
+                else "<own layout>" if vl.source == "own" else "")
+        spec = format_spec(g.spec) if vl.error is None else repr(tuple(vl.axes))
+        rows.append([
+            f"<code>{_e(vl.info.path)}</code>", _e(vl.info.shape), _e(vl.info.dtype),
+            f"<code>{_e(spec)}</code>", f"<code>{_e(rule)}</code>",
+            _e(g.shard_shape if vl.error is None else "—"), _e(human_bytes(g.bytes_per_device)),
+            f'<span class="sv-{vl.status}">{_e(vl.status)}</span>',
+        ])
+        classes.append("sv-row-error" if vl.status == "error" else "")
+    table = _table(["path", "shape", "dtype", "spec", "rule", "shard", "per device", "status"],
+                   rows, classes)
+    more = len(report.variable_layouts) - max_rows
+    if more > 0:
+        table += f"<p>… {more} more; see <code>report.variables</code>.</p>"
+    return table
+
+
+def rules_html(report) -> str:
+    rows = [
+        [_e(r["index"]), f"<code>{_e(r['key'])}</code>", f"<code>{_e(r['axes'])}</code>",
+         _e(r["matches"]), _e(r["wins"]), _e(r["status"])]
+        for r in report.rules.to_dict("records")
+    ]
+    return _table(["#", "key", "axes", "matches", "wins", "status"], rows)
+
+
+def report_html(report) -> str:
+    parts = [CSS, '<div class="shardviz-report">', f"<p><b>{_e(summary_line(report))}</b></p>"]
+    for note in report.scan.notes:
+        parts.append(f"<p><i>note: {_e(note)}</i></p>")
+    if report.problem_list:
+        parts.append(f"<details open><summary>Problems ({len(report.problem_list)})</summary>"
+                     + problems_html(report) + "</details>")
+    if report.plan.rules:
+        parts.append("<details><summary>Rules</summary>" + rules_html(report) + "</details>")
+    parts.append(f"<details open><summary>Variables ({len(report.variable_layouts)})</summary>"
+                 + variables_html(report) + "</details>")
+    extra = getattr(report, "extra_html", None)
+    if extra is not None:
+        parts.append(extra())
+    parts.append("</div>")
+    return "".join(parts)
