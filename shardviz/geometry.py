@@ -140,10 +140,8 @@ class TensorGeometry:
     replicated_over: tuple[str, ...]
     replicas: int
     mesh: MeshModel = dataclasses.field(repr=False, compare=False)
-
-    @property
-    def sharded(self) -> bool:
-        return any(a is not None for a in self.spec)
+    sharded: bool = dataclasses.field(default=False, repr=False)
+    """Whether any dimension is split."""
 
     @property
     def sharding(self):
@@ -217,6 +215,7 @@ def _geometry(mesh: MeshModel, shape, dtype, axes) -> TensorGeometry:
         replicated_over=replicated_over,
         replicas=replicas,
         mesh=mesh,
+        sharded=bool(used),
     )
 
 
@@ -224,6 +223,11 @@ def tensor_geometry(shape, dtype, axes, mesh: MeshModel) -> TensorGeometry:
     """The geometry of a tensor under a layout; raises :class:`GeometryError`
     for a layout Keras or JAX would refuse."""
     return _geometry(mesh, tuple(int(d) for d in shape), str(dtype), tuple(axes))
+
+
+geometry_of = _geometry
+"""``geometry_of(mesh, shape, dtype, axes)``: :func:`tensor_geometry` for a
+shape that is already a tuple of ints, a dtype string and an axes tuple."""
 
 
 def replicated_geometry(shape, dtype, mesh: MeshModel) -> TensorGeometry:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from .geometry import GeometryError, MeshModel, TensorGeometry, replicated_geometry, tensor_geometry
+from .geometry import GeometryError, MeshModel, TensorGeometry, geometry_of, replicated_geometry
 from .match import Match, RuleMatcher
 from .plan import Plan
 from .model_scan import OutputInfo, Scan, VariableInfo
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class VariableLayout:
     """One variable under a plan.
 
@@ -40,12 +40,14 @@ class VariableLayout:
     geometry: TensorGeometry
     error: GeometryError | None = None
 
-    @property
-    def status(self) -> str:
-        """``"sharded"``, ``"replicated"`` or ``"error"`` (Keras would raise)."""
-        if self.error is not None:
-            return "error"
-        return "sharded" if self.geometry.sharded else "replicated"
+    status: str = ""
+    """``"sharded"``, ``"replicated"`` or ``"error"`` (Keras would raise)."""
+
+    def __post_init__(self):
+        if not self.status:
+            status = "error" if self.error is not None else (
+                "sharded" if self.geometry.sharded else "replicated")
+            object.__setattr__(self, "status", status)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +88,7 @@ def variable_layouts(scan: Scan, plan: Plan, mesh: MeshModel) -> list[VariableLa
             error = _match_error(m)
         else:
             try:
-                geometry = tensor_geometry(info.shape, info.dtype, axes, mesh)
+                geometry = geometry_of(mesh, info.shape, info.dtype, axes)
             except GeometryError as e:
                 error = e
         if error is not None:

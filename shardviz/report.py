@@ -34,6 +34,10 @@ VARIABLE_COLUMNS = [
     "also_matched", "shard_shape", "bytes_per_device", "replicated_over", "replicas",
     "trainable", "status",
 ]
+VARIABLE_DTYPES = {c: object for c in VARIABLE_COLUMNS} | {
+    "params": "int64", "bytes": "int64", "bytes_per_device": "int64", "replicas": "int64",
+    "trainable": bool,
+}
 OUTPUT_COLUMNS = ["path", "layer", "layer_class", "rule", "match", "requested_spec"]
 RULE_COLUMNS = ["index", "key", "axes", "kind", "matches", "wins", "status"]
 PROBLEM_COLUMNS = ["severity", "kind", "path", "rule", "layer", "message", "hint"]
@@ -49,12 +53,14 @@ def _dtype(values):
     return object
 
 
-def frame(cols: dict, columns: list) -> pd.DataFrame:
+def frame(cols: dict, columns: list, dtypes: dict | None = None) -> pd.DataFrame:
     """A DataFrame with integer and boolean columns typed, and every other
     column kept as Python objects (tuples, strings, None), rather than
     letting pandas turn None into NaN."""
+    dtypes = dtypes or {}
     return pd.DataFrame(
-        {c: pd.Series(cols[c], dtype=_dtype(cols[c])) for c in columns}, columns=columns
+        {c: pd.Series(cols[c], dtype=dtypes.get(c) or _dtype(cols[c])) for c in columns},
+        columns=columns,
     )
 
 
@@ -81,28 +87,36 @@ class Report:
     @functools.cached_property
     def variables(self) -> pd.DataFrame:
         rules = self.plan.rules
-        cols = {c: [] for c in VARIABLE_COLUMNS}
-        for vl in self.variable_layouts:
-            info, g, m = vl.info, vl.geometry, vl.match
-            cols["path"].append(info.path)
-            cols["layer"].append(info.layer)
-            cols["shape"].append(info.shape)
-            cols["dtype"].append(info.dtype)
-            cols["params"].append(info.size)
-            cols["bytes"].append(g.bytes)
-            cols["spec"].append(g.spec if vl.error is None else tuple(vl.axes))
-            cols["rule"].append(
-                rules[m.rule].key if vl.source == "rule" else ("<own layout>" if vl.source == "own" else None)
-            )
-            cols["match"].append("own" if vl.source == "own" else m.how)
-            cols["also_matched"].append(tuple(rules[i].key for i in m.also))
-            cols["shard_shape"].append(g.shard_shape if vl.error is None else None)
-            cols["bytes_per_device"].append(g.bytes_per_device)
-            cols["replicated_over"].append(g.replicated_over)
-            cols["replicas"].append(g.replicas)
-            cols["trainable"].append(info.trainable)
-            cols["status"].append(vl.status)
-        return frame(cols, VARIABLE_COLUMNS)
+        layouts = self.variable_layouts
+        static = self.scan._memo.get("variable_columns")
+        if static is None:  # the plan-independent columns, made once per scan
+            infos = self.scan.variables
+            static = self.scan._memo["variable_columns"] = {
+                "path": [i.path for i in infos], "layer": [i.layer for i in infos],
+                "shape": [i.shape for i in infos], "dtype": [i.dtype for i in infos],
+                "params": [i.size for i in infos], "trainable": [i.trainable for i in infos],
+            }
+        ok = [vl.error is None for vl in layouts]
+        geoms = [vl.geometry for vl in layouts]
+        cols = dict(static)
+        cols["bytes"] = [g.bytes for g in geoms]
+        cols["spec"] = [g.spec if k else tuple(vl.axes) for g, k, vl in zip(geoms, ok, layouts)]
+        cols["rule"] = [
+            rules[vl.match.rule].key if vl.source == "rule"
+            else ("<own layout>" if vl.source == "own" else None)
+            for vl in layouts
+        ]
+        cols["match"] = ["own" if vl.source == "own" else vl.match.how for vl in layouts]
+        cols["also_matched"] = [
+            tuple(rules[i].key for i in vl.match.also) if len(vl.match.candidates) > 1 else ()
+            for vl in layouts
+        ]
+        cols["shard_shape"] = [g.shard_shape if k else None for g, k in zip(geoms, ok)]
+        cols["bytes_per_device"] = [g.bytes_per_device for g in geoms]
+        cols["replicated_over"] = [g.replicated_over for g in geoms]
+        cols["replicas"] = [g.replicas for g in geoms]
+        cols["status"] = [vl.status for vl in layouts]
+        return frame(cols, VARIABLE_COLUMNS, VARIABLE_DTYPES)
 
     @functools.cached_property
     def outputs(self) -> pd.DataFrame:

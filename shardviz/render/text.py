@@ -51,7 +51,8 @@ def variables_table(report, max_rows: int | None = 40):
     for col, justify in (("path", "left"), ("shape", "right"), ("dtype", "left"),
                          ("spec", "left"), ("rule", "left"), ("shard", "right"),
                          ("per device", "right"), ("status", "left")):
-        table.add_column(col, justify=justify, overflow="fold")
+        table.add_column(col, justify=justify, no_wrap=col in ("path", "spec"),
+                         overflow="ellipsis" if col == "rule" else "fold")
     layouts = report.variable_layouts
     shown = layouts if max_rows is None else layouts[:max_rows]
     for vl in shown:

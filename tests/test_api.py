@@ -1,0 +1,115 @@
+"""The public face: import cost, display, doctests."""
+
+import doctest
+import importlib
+import os
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import shardviz
+from shardviz import Plan, examples
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_python(code, **env):
+    full_env = {**os.environ, **env}
+    full_env.pop("XLA_FLAGS", None)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full_env, cwd=ROOT, timeout=300)
+
+
+def test_import_starts_nothing():
+    code = (
+        "import sys, shardviz\n"
+        "plan = shardviz.Plan({'batch': 2, 'model': 4}, {'k': (None, 'model')})\n"
+        "plan = shardviz.Plan.from_json(plan.to_json()).with_axis('model', 2)\n"
+        "from jax._src import xla_bridge\n"
+        "print(xla_bridge.backends_are_initialized(), 'matplotlib' in sys.modules,\n"
+        "      'ipywidgets' in sys.modules, 'keras' in sys.modules)\n"
+    )
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False", "False", "False"]
+
+
+def test_simulate_devices_in_a_fresh_process():
+    code = (
+        "import shardviz, jax\n"
+        "shardviz.simulate_devices(4)\n"
+        "shardviz.simulate_devices(4)\n"
+        "print(jax.device_count())\n"
+        "try:\n"
+        "    shardviz.simulate_devices(2)\n"
+        "except shardviz.ShardvizError as e:\n"
+        "    print('refused:', e.message)\n"
+    )
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "4"
+    assert lines[1].startswith("refused: JAX has already started with 4 device(s)")
+
+
+def test_wrong_keras_backend_is_explained():
+    code = (
+        "import os; os.environ['KERAS_BACKEND'] = 'numpy'\n"
+        "import shardviz\n"
+        "try:\n"
+        "    shardviz.scan(lambda: None)\n"
+        "except shardviz.ShardvizError as e:\n"
+        "    print(e.message)\n"
+    )
+    out = run_python(code, KERAS_BACKEND="numpy")
+    assert "needs 'jax'" in out.stdout, out.stdout + out.stderr
+
+
+def test_report_displays_in_notebook_and_terminal():
+    plan = Plan({"batch": 2, "model": 4}, {"d1/kernel": (None, "model"), ".*d2/kernel": ("model", None)})
+    report = shardviz.analyze(examples.sequential_mlp, plan)
+    html = report._repr_html_()
+    for path in report.variables["path"]:
+        assert path in html
+    assert "unused-rule" in html and "Did you mean" in html
+    text = str(report)
+    assert "sequential/d2/kernel" in text and "P('model', None)" in text
+    assert "unused-rule" in text
+    assert repr(report).startswith("<Report 'sequential'")
+    from rich.console import Console
+
+    console = Console(record=True, width=100)
+    console.print(report)
+    assert "sequential/d1/bias" in console.export_text()
+
+
+def test_frames_are_typed():
+    report = shardviz.analyze(examples.mlp, examples.megatron_plan())
+    v = report.variables
+    assert str(v["bytes"].dtype) == "int64" and str(v["replicas"].dtype) == "int64"
+    assert v["trainable"].dtype == bool
+    assert v.loc[v.path == "down/bias", "rule"].item() is None
+    assert report.rules["matches"].tolist() == [1, 1, 1]
+    assert report.devices["variable_bytes"].nunique() == 1
+    shards = report.shards("up/kernel")
+    assert shards.loc[shards.device == 5, "index"].item() == ((0, 16), (16, 32))
+
+
+def modules():
+    names = []
+    for info in pkgutil.walk_packages(shardviz.__path__, "shardviz."):
+        names.append(info.name)
+    return sorted(names)
+
+
+@pytest.mark.parametrize("name", modules())
+def test_docstring_examples_run(name):
+    module = importlib.import_module(name)
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(module, name):
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"

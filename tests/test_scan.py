@@ -1,0 +1,148 @@
+"""scan() finds the paths Keras itself uses, without allocating."""
+
+import keras
+import numpy as np
+import pytest
+
+import shardviz
+from shardviz import ShardvizError, examples
+
+kd = keras.distribution
+
+
+class RecordingModelParallel(kd.ModelParallel):
+    """Records every output lookup Keras makes."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.lookups = []
+
+    def get_tensor_layout(self, path):
+        self.lookups.append(path)
+        return super().get_tensor_layout(path)
+
+
+def keras_forward_lookups(builder, x):
+    """The output paths Keras looks up in predict(), on a real model."""
+    mesh = kd.DeviceMesh((8,), ("batch",), kd.list_devices())
+    dist = RecordingModelParallel(layout_map=kd.LayoutMap(mesh))
+    with dist.scope():
+        model = builder()
+        dist.lookups.clear()
+        model.predict(x, verbose=0, batch_size=x.shape[0])
+    return list(dict.fromkeys(dist.lookups))
+
+
+CASES = {
+    "functional": (examples.mlp, np.zeros((8, 16), "float32")),
+    "sequential": (examples.sequential_mlp, np.zeros((8, 16), "float32")),
+    "subclassed": (examples.subclassed_stack, np.zeros((8, 16), "float32")),
+    "nested": (examples.nested, np.zeros((8, 16), "float32")),
+    "transformer": (examples.transformer_block, np.zeros((8, 16, 64), "float32")),
+    "llama": (examples.llama, np.zeros((8, 8), "int32")),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_output_paths_equal_keras_lookups_in_predict(name):
+    builder, x = CASES[name]
+    scan = shardviz.scan(builder)
+    assert scan.outputs_source == "forward"
+    assert list(scan.output_paths) == keras_forward_lookups(builder, x)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_variable_paths_equal_keras(name):
+    builder, _ = CASES[name]
+    scan = shardviz.scan(builder)
+    model = builder()
+    assert scan.variable_paths == tuple(v.path for v in model.variables)
+    assert [v.shape for v in scan.variables] == [tuple(v.shape) for v in model.variables]
+    assert [v.dtype for v in scan.variables] == [v.dtype for v in model.variables]
+    assert [v.trainable for v in scan.variables] == [v.trainable for v in model.variables]
+
+
+def test_path_styles_differ_by_model_kind():
+    assert shardviz.scan(examples.mlp).variable_paths[0] == "up/kernel"
+    assert shardviz.scan(examples.sequential_mlp).variable_paths[0] == "sequential/d1/kernel"
+    assert shardviz.scan(examples.subclassed_stack).variable_paths[0] == "my_model/block_0/up/kernel"
+    assert shardviz.scan(examples.nested).output_paths == (
+        "up/output", "down/output", "inner/output", "head/output")
+    assert shardviz.scan(examples.mlp).kind == "functional"
+    assert shardviz.scan(examples.sequential_mlp).kind == "sequential"
+    assert shardviz.scan(examples.subclassed_stack).kind == "subclassed"
+
+
+def test_builder_allocates_nothing_and_leaks_no_tracers():
+    scan = shardviz.scan(lambda: examples.llama(n_blocks=2, d_model=512, ff=1024))
+    assert scan.built_by_shardviz
+    for v in scan.model.variables:
+        assert v._value is None, v.path  # deferred: never allocated, never traced into
+
+
+def test_built_model_is_scanned_as_is():
+    model = examples.mlp()
+    scan = shardviz.scan(model)
+    assert scan.model is model and not scan.built_by_shardviz
+    assert scan.output_paths == ("up/output", "down/output")
+
+
+class TwoArgs(keras.Model):
+    """A subclassed model whose call takes two tensors."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.proj = keras.layers.Dense(4, name="proj")
+
+    def call(self, a, b):
+        return self.proj(a) + b
+
+
+def build_two_args():
+    model = TwoArgs(name="two_args")
+    model(np.zeros((2, 8), "float32"), np.zeros((2, 4), "float32"))
+    return model
+
+
+def test_output_paths_of_a_model_with_unknown_inputs():
+    built = shardviz.scan(build_two_args())  # a built model, inputs unknown
+    assert built.outputs_source == "none" and built.output_paths == ()
+    assert any("inputs=" in n for n in built.notes)
+    from_builder = shardviz.scan(build_two_args)  # lookups seen while it was built
+    assert from_builder.outputs_source == "build"
+    assert from_builder.output_paths == ("two_args/proj/output", "two_args/output")
+
+
+def test_inputs_give_output_paths_of_a_subclassed_model():
+    given = shardviz.scan(examples.subclassed_stack, inputs=(4, 16))
+    assert given.outputs_source == "forward"
+    assert given.output_paths[:3] == (
+        "my_model/block_0/up/output", "my_model/block_0/down/output", "my_model/block_0/output")
+
+
+def test_multi_input_model():
+    def build():
+        a = keras.Input((8,), name="a")
+        b = keras.Input((4,), name="b")
+        h = keras.layers.Concatenate(name="cat")([a, b])
+        return keras.Model([a, b], keras.layers.Dense(2, name="out")(h), name="two")
+
+    scan = shardviz.scan(build)
+    assert scan.output_paths == ("cat/output", "out/output")
+    scan = shardviz.scan(build, inputs=[(2, 8), (2, 4)])
+    assert scan.output_paths == ("cat/output", "out/output")
+
+
+def test_bad_models_and_builders_give_clear_errors():
+    with pytest.raises(ShardvizError, match="Expected a Keras model or a zero-argument builder"):
+        shardviz.scan(42)
+
+    def raises():
+        raise RuntimeError("no such layer size")
+
+    with pytest.raises(ShardvizError, match=r"builder raises\(\) raised RuntimeError: no such layer size"):
+        shardviz.scan(raises)
+    with pytest.raises(ShardvizError, match="returned int, not a Keras model"):
+        shardviz.scan(lambda: 3)
+    with pytest.raises(ShardvizError, match="is not built"):
+        shardviz.scan(keras.Sequential([keras.layers.Dense(2)]))
