@@ -108,10 +108,11 @@ def observing_outputs(on_output, base=None):
     distribution derived from ``base`` (a ModelParallel, or None for a
     placeholder that constrains nothing) answers every lookup with a probe,
     and ``distribute_tensor`` hands it to
-    ``on_output(path, layer, outputs, apply, error)``, which returns the
-    outputs to use. ``apply(outputs)`` applies the layout ``base`` returned,
-    exactly as Keras would (None when nothing matched); ``error`` is the
-    exception ``base``'s lookup raised (a rule conflict), or None.
+    ``on_output(path, layer, outputs, layout, apply, error)``, which returns
+    the outputs to use. ``layout`` is the TensorLayout ``base`` returned (None
+    when nothing matched) and ``apply(outputs)`` applies it exactly as Keras
+    would; ``error`` is the exception ``base``'s lookup raised (a rule
+    conflict), or None.
 
     Keras offers no public per-layer hook that sees the output tensor, so
     this swaps ``keras.src.distribution.distribution_lib.distribute_tensor``
@@ -147,7 +148,7 @@ def observing_outputs(on_output, base=None):
     def distribute_tensor(tensor, layout):
         if isinstance(layout, _Probe):
             apply = (lambda t: original(t, layout.layout)) if layout.layout is not None else None
-            return on_output(layout.path, layout.layer, tensor, apply, layout.error)
+            return on_output(layout.path, layout.layer, tensor, layout.layout, apply, layout.error)
         return original(tensor, layout)
 
     dl.distribute_tensor = distribute_tensor

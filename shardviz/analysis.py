@@ -17,17 +17,33 @@ from __future__ import annotations
 import time
 
 from . import checks
+from .errors import Problem, ShardvizError
 from .geometry import mesh_model
 from .layouts import output_layouts, variable_layouts
 from .plan import as_plan
 from .report import Report
 from .model_scan import Scan, scan as scan_model
+from .trace import trace as run_trace
 
 
-def analyze(model_or_builder, plan, inputs=None, *,
+BLOCKING = {"conflict", "indivisible", "rank-mismatch", "unknown-axis", "duplicate-axis",
+            "invalid-regex", "duplicate-rule", "batch-axis"}
+"""Error kinds that make Keras refuse the plan before the forward pass runs."""
+
+
+def analyze(model_or_builder, plan, inputs=None, *, mode: str | None = None,
+            train_step: bool = False, optimizer=None,
             replicated_threshold: int = checks.DEFAULT_REPLICATED_THRESHOLD,
             abstract_mesh: bool | None = None) -> Report:
-    """Analyse how ``plan`` lays out a model's variables, without allocating.
+    """Analyse how ``plan`` lays out a model, and with ``inputs`` run it.
+
+    Without inputs, only variables are analysed, and nothing is allocated.
+    With inputs, the model's forward pass is also traced under ``jax.jit`` on
+    the plan's mesh: every layer output's actual sharding, the collectives
+    XLA inserts, and the memory per device are added to the report. If the
+    pass cannot run (bad inputs, too few devices, a layer that raises), the
+    report says why in ``report.trace_error`` and a ``trace-failed``
+    problem, and still holds every variable layout.
 
     Args:
         model_or_builder: a built Keras model, a zero-argument builder, or a
@@ -35,7 +51,15 @@ def analyze(model_or_builder, plan, inputs=None, *,
             scan to re-analyse quickly after an edit).
         plan: a :class:`~shardviz.Plan`, a Keras ``ModelParallel`` /
             ``DataParallel`` / ``LayoutMap``, or a plan dict.
-        inputs: optional model inputs, used to find output paths.
+        inputs: model inputs: arrays, shapes such as ``(8, 128)``,
+            ``jax.ShapeDtypeStruct``s, or a list or dict of these.
+        mode: ``"abstract"`` (lower and compile with ShapeDtypeStructs only;
+            the default for shapes, or for a builder) or ``"concrete"``
+            (also execute, and keep the sharded arrays on the report; the
+            default for arrays with a built model).
+        train_step: also analyse a training step (forward, backward and
+            optimizer update): gradient collectives, optimizer slot layouts.
+        optimizer: the Keras optimizer for ``train_step`` (default Adam).
         replicated_threshold: variables of at least this many bytes that
             stay fully replicated are reported.
         abstract_mesh: force (True) or forbid (False) an abstract mesh; by
@@ -58,8 +82,31 @@ def analyze(model_or_builder, plan, inputs=None, *,
     problems += rule_problems
     problems += checks.mesh_problems(plan, mesh, device_count)
     problems += checks.scan_problems(scan, var_layouts)
+    traced, trace_error = None, None
+    if inputs is not None:
+        blocking = [p for p in problems if p.severity == "error" and p.kind in BLOCKING]
+        if blocking:
+            trace_error = ShardvizError(
+                f"The forward pass was not run: Keras would refuse this plan "
+                f"({len(blocking)} error(s); the first: {blocking[0].message})",
+                hint=blocking[0].hint, path=blocking[0].path, rule=blocking[0].rule,
+            )
+        else:
+            try:
+                traced = run_trace(scan, plan, mesh, var_layouts, inputs, mode=mode,
+                                   train_step=train_step, optimizer=optimizer)
+            except ShardvizError as e:
+                trace_error = e
+        if trace_error is not None:
+            problems.append(Problem(
+                "error", "trace-failed", trace_error.message, hint=trace_error.hint,
+                path=trace_error.path, rule=trace_error.rule, layer=trace_error.layer,
+            ))
+        else:
+            problems += checks.activation_problems(plan, traced)
     return Report(
         plan=plan, scan=scan, mesh=mesh, variable_layouts=var_layouts,
         output_layouts=out_layouts, problems=problems, rule_usage=usage,
         device_count=device_count, seconds=time.perf_counter() - start,
+        trace=traced, trace_error=trace_error,
     )

@@ -191,3 +191,51 @@ def scan_problems(scan: Scan, layouts: list[VariableLayout]) -> list[Problem]:
         "remove the layout from the variable.",
         path=pinned[0].info.path,
     )]
+
+
+def activation_problems(plan: Plan, traced) -> list[Problem]:
+    """Requested output layouts that XLA did not honour, or honours only by
+    padding uneven shards."""
+    problems = []
+    for a in traced.activations:
+        if a.requested is None:
+            continue
+        want, got = format_spec(a.requested_spec), format_spec(a.actual_spec)
+        where = f"the output of layer {a.layer!r} {a.shape}"
+        inside, whole = a.honored_inside, a.honored
+        if inside and whole and not a.uneven:
+            continue
+        if a.uneven:
+            d, n, axis, k = a.uneven[0]
+            fix = (f"Make dim {d} a multiple of {k} (for the batch, the batch size), or shard it "
+                   "over an axis that divides it.")
+            head = (f"Rule {a.rule!r} asks {want} for {where}, but dim {d} has size {n}, which "
+                    f"axis {axis!r} of size {k} does not divide; in eager mode Keras raises "
+                    "IndivisibleError here.")
+            if inside and whole:
+                problems.append(Problem(
+                    "warning", "indivisible",
+                    head + f" Under jit XLA accepts it silently and pads the shards to "
+                    f"{a.shard_shape}.", hint=fix, path=a.path, rule=a.rule, layer=a.layer))
+            elif inside:
+                problems.append(Problem(
+                    "error", "dropped-constraint",
+                    head + f" Under jit XLA pads it to uneven shards {a.shard_shape} inside the "
+                    f"pass, and silently returns it as {format_spec(a.returned_spec)}.",
+                    hint=fix, path=a.path, rule=a.rule, layer=a.layer))
+            else:
+                problems.append(Problem(
+                    "error", "dropped-constraint",
+                    head + f" Under jit XLA silently dropped it: the output is {got}.",
+                    hint=fix, path=a.path, rule=a.rule, layer=a.layer))
+            continue
+        returned = f" and returns it as {format_spec(a.returned_spec)}" if not whole and inside \
+            else ""
+        problems.append(Problem(
+            "error", "dropped-constraint",
+            f"Rule {a.rule!r} asks {want} for {where}, but XLA gave it {got}{returned}.",
+            hint="XLA overrode the constraint; check the layouts of the tensors around it, or "
+            "constrain the next layer's output instead.",
+            path=a.path, rule=a.rule, layer=a.layer,
+        ))
+    return problems

@@ -188,7 +188,7 @@ def llama_plan(data: int = 2, model: int = 4) -> Plan:
     return Plan(
         {"batch": data, "model": model},
         {
-            "embed/embeddings": (None, "model"),
+            "embed/embeddings": ("model", None),
             r"block_\d+_(q|k|v)/kernel": (None, "model", None),
             r"block_\d+_o/kernel": ("model", None, None),
             r"block_\d+_(gate|up)/kernel": (None, "model"),

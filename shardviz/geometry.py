@@ -153,16 +153,24 @@ class TensorGeometry:
         return _indices(self.mesh, self.shape, self.spec)
 
 
+def _names(entry) -> tuple:
+    """The mesh axes of one spec entry: None, a name, or a tuple of names."""
+    if entry is None:
+        return ()
+    return tuple(entry) if isinstance(entry, tuple) else (entry,)
+
+
 def _validate(shape, axes, mesh: MeshModel):
     names = set(mesh.axis_names)
-    unknown = [a for a in axes if a is not None and a not in names]
+    flat = [a for entry in axes for a in _names(entry)]
+    unknown = [a for a in flat if a not in names]
     if unknown:
         raise GeometryError(
             "unknown-axis",
             f"axis {unknown[0]!r} is not a mesh axis; valid axis names: {list(mesh.axis_names)}",
             f"use one of {list(mesh.axis_names)} or None",
         )
-    used = [a for a in axes if a is not None]
+    used = flat
     dupes = sorted({a for a in used if used.count(a) > 1})
     if dupes:
         raise GeometryError(
@@ -179,9 +187,9 @@ def _validate(shape, axes, mesh: MeshModel):
             given=len(axes), rank=len(shape),
         )
     bad = [
-        (d, shape[d], a, mesh.axis_size(a))
+        (d, shape[d], a, math.prod(mesh.axis_size(n) for n in _names(a)))
         for d, a in enumerate(axes)
-        if a is not None and shape[d] % mesh.axis_size(a)
+        if a is not None and shape[d] % math.prod(mesh.axis_size(n) for n in _names(a))
     ]
     if bad:
         d, n, a, k = bad[0]
@@ -201,7 +209,7 @@ def _geometry(mesh: MeshModel, shape, dtype, axes) -> TensorGeometry:
     sharding = mesh.sharding(axes)
     shard_shape = tuple(int(d) for d in sharding.shard_shape(shape))
     size = itemsize(dtype)
-    used = {a for a in spec if a is not None}
+    used = {a for entry in spec for a in _names(entry)}
     replicated_over = tuple(a for a in mesh.axis_names if a not in used)
     replicas = math.prod(mesh.axis_size(a) for a in replicated_over)
     return TensorGeometry(

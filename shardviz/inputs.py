@@ -54,10 +54,11 @@ def model_input_specs(model):
     shapes = getattr(model, "_build_shapes_dict", None) or {}
     if len(shapes) == 1:
         (shape,) = shapes.values()
-        if shape is not None and isinstance(shape, (tuple, list)) and all(
+        if shape and isinstance(shape, (tuple, list)) and all(
             d is None or isinstance(d, int) for d in shape
         ):
-            return [(tuple(shape), None)]
+            # The batch size of the call that built the model is not a constraint.
+            return [((None,) + tuple(shape[1:]), None)]
     return None
 
 

@@ -35,7 +35,7 @@ import time
 
 from . import _keras
 from .errors import ShardvizError
-from .inputs import model_input_specs, normalize_inputs, placeholder_inputs
+from .inputs import check_against_model, model_input_specs, normalize_inputs, placeholder_inputs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +155,7 @@ def build_model(builder):
     output lookups Keras makes while it builds."""
     seen = []
 
-    def on_output(path, layer, outputs, apply, error):
+    def on_output(path, layer, outputs, layout, apply, error):
         seen.append((path, layer, _shapes(outputs)))
         return outputs
 
@@ -212,7 +212,7 @@ def forward_lookups(model, input_specs):
 
     seen = []
 
-    def on_output(path, layer, outputs, apply, error):
+    def on_output(path, layer, outputs, layout, apply, error):
         seen.append((path, layer, _shapes(outputs)))
         return outputs
 
@@ -292,7 +292,13 @@ def scan(model_or_builder, inputs=None) -> Scan:
     model_specs = model_input_specs(model)
     if inputs is not None:
         specs, _ = normalize_inputs(inputs, model_specs)
-    elif model_specs is not None:
+        try:
+            check_against_model(specs, model_specs, name)
+        except ShardvizError as e:
+            notes.append(f"The inputs given do not fit the model ({e.message}); output paths "
+                         "were found with the model's own input shapes.")
+            specs = None
+    if specs is None and model_specs is not None:
         specs = placeholder_inputs(model_specs)
 
     outputs, source = (), "none"

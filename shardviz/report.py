@@ -41,6 +41,21 @@ VARIABLE_DTYPES = {c: object for c in VARIABLE_COLUMNS} | {
 OUTPUT_COLUMNS = ["path", "layer", "layer_class", "rule", "match", "requested_spec"]
 RULE_COLUMNS = ["index", "key", "axes", "kind", "matches", "wins", "status"]
 PROBLEM_COLUMNS = ["severity", "kind", "path", "rule", "layer", "message", "hint"]
+ACTIVATION_COLUMNS = [
+    "path", "layer", "layer_class", "output", "shape", "dtype", "rule", "requested_spec",
+    "actual_spec", "shard_shape", "bytes_per_device", "honored", "uneven", "returned_spec",
+    "calls",
+]
+COLLECTIVE_COLUMNS = [
+    "kind", "layer", "pass", "axes", "complete", "group_size", "groups", "bytes_per_device",
+    "result_bytes", "operand_bytes", "async", "name", "op_name",
+]
+MEMORY_COLUMNS = [
+    "device", "variable_bytes", "argument_bytes", "output_bytes", "temp_bytes", "alias_bytes",
+    "total_bytes",
+]
+OPTIMIZER_COLUMNS = ["path", "reference", "shape", "dtype", "spec", "shard_shape",
+                     "bytes_per_device"]
 
 
 def _dtype(values):
@@ -71,7 +86,7 @@ class Report:
     def __init__(self, *, plan: Plan, scan: Scan, mesh: MeshModel,
                  variable_layouts: list[VariableLayout], output_layouts: list[OutputLayout],
                  problems: list[Problem], rule_usage: list[dict], device_count: int,
-                 seconds: float = 0.0):
+                 seconds: float = 0.0, trace=None, trace_error=None):
         self.plan = plan
         self.scan = scan
         self.mesh = mesh
@@ -81,6 +96,10 @@ class Report:
         self.rule_usage = rule_usage
         self.device_count = device_count
         self.seconds = seconds
+        self.trace = trace
+        """The :class:`~shardviz.trace.Trace` of the forward pass, or None."""
+        self.trace_error = trace_error
+        """Why the forward pass could not run (a ShardvizError), or None."""
         self._by_path = {vl.info.path: vl for vl in variable_layouts}
 
     # ------------------------------------------------------------ frames
@@ -164,6 +183,92 @@ class Report:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    @functools.cached_property
+    def activations(self) -> pd.DataFrame:
+        """One row per layer output in the traced pass, in call order: the
+        layout an ``/output`` rule requested and the one XLA gave it."""
+        cols = {c: [] for c in ACTIVATION_COLUMNS}
+        for a in (self.trace.activations if self.trace else []):
+            for c, v in (("path", a.path), ("layer", a.layer), ("layer_class", a.layer_class),
+                         ("output", a.index), ("shape", a.shape), ("dtype", a.dtype),
+                         ("rule", a.rule), ("requested_spec", a.requested_spec),
+                         ("actual_spec", a.actual_spec), ("shard_shape", a.shard_shape),
+                         ("bytes_per_device", a.bytes_per_device), ("honored", a.honored),
+                         ("uneven", bool(a.uneven)), ("returned_spec", a.returned_spec),
+                         ("calls", a.calls)):
+                cols[c].append(v)
+        return frame(cols, ACTIVATION_COLUMNS, {"output": "int64", "calls": "int64",
+                                                "uneven": bool, "honored": object})
+
+    @functools.cached_property
+    def collectives(self) -> pd.DataFrame:
+        """One row per collective in the compiled program (forward pass, or
+        the whole train step with ``train_step=True``)."""
+        cols = {c: [] for c in COLLECTIVE_COLUMNS}
+        for c in (self.trace.collectives if self.trace else []):
+            for k, v in (("kind", c.kind), ("layer", c.layer), ("pass", c.pass_),
+                         ("axes", c.axes), ("complete", c.complete),
+                         ("group_size", c.group_size), ("groups", len(c.groups)),
+                         ("bytes_per_device", c.bytes_per_device),
+                         ("result_bytes", c.result_bytes), ("operand_bytes", c.operand_bytes),
+                         ("async", c.async_), ("name", c.name), ("op_name", c.op_name)):
+                cols[k].append(v)
+        return frame(cols, COLLECTIVE_COLUMNS, {
+            "complete": bool, "async": bool, "group_size": "int64", "groups": "int64",
+            "bytes_per_device": "int64", "result_bytes": "int64", "operand_bytes": "int64"})
+
+    @functools.cached_property
+    def memory(self) -> pd.DataFrame:
+        """Per device: the plan's variable bytes, and XLA's own memory
+        analysis of the compiled program (arguments, outputs, temporaries)."""
+        cols = {c: [] for c in MEMORY_COLUMNS}
+        mem = self.trace.memory if self.trace else None
+        for device in sorted(self.mesh.coords):
+            cols["device"].append(device)
+            cols["variable_bytes"].append(self.variable_bytes_per_device)
+            for c in ("argument_bytes", "output_bytes", "temp_bytes", "alias_bytes"):
+                cols[c].append(mem[c] if mem else None)
+            cols["total_bytes"].append(
+                mem["argument_bytes"] + mem["output_bytes"] + mem["temp_bytes"] - mem["alias_bytes"]
+                if mem else None)
+        dtypes = {c: "int64" if mem else object for c in MEMORY_COLUMNS}
+        dtypes["device"] = dtypes["variable_bytes"] = "int64"
+        return frame(cols, MEMORY_COLUMNS, dtypes)
+
+    @functools.cached_property
+    def optimizer_variables(self) -> pd.DataFrame:
+        """With ``train_step=True``: each optimizer slot and its layout, which
+        Keras takes from the variable it mirrors."""
+        cols = {c: [] for c in OPTIMIZER_COLUMNS}
+        for o in (self.trace.optimizer_variables if self.trace else []):
+            for c in OPTIMIZER_COLUMNS:
+                cols[c].append(getattr(o, c))
+        return frame(cols, OPTIMIZER_COLUMNS, {"bytes_per_device": "int64"})
+
+    @property
+    def flops(self) -> float | None:
+        """Flops per device of the compiled pass, when XLA reports them."""
+        return self.trace.memory.get("flops") if self.trace else None
+
+    @property
+    def values(self) -> dict:
+        """Concrete mode: variable path to its real sharded ``jax.Array``.
+
+        Pass one to ``jax.debug.visualize_array_sharding`` to see it as JAX does.
+        """
+        if self.trace is None or self.trace.variables is None:
+            raise ShardvizError(
+                "This report holds no arrays: the forward pass was not run in concrete mode.",
+                hint="Call shardviz.analyze(model, plan, inputs=arrays, mode='concrete').",
+            )
+        return self.trace.variables
+
+    @property
+    def output_values(self):
+        """Concrete mode: the model's sharded outputs (``jax.Array``s)."""
+        self.values  # raises if not concrete
+        return self.trace.outputs
+
     # ----------------------------------------------------------- numbers
     @property
     def variable_bytes_per_device(self) -> int:
@@ -198,9 +303,23 @@ class Report:
         except KeyError:
             raise self._unknown_path(path) from None
 
-    def geometry(self, path: str) -> TensorGeometry:
-        """The shards of the variable at ``path``."""
-        return self.variable(path).geometry
+    def activation(self, path: str, index: int = 0):
+        """The traced layer output at ``path`` (an ``.../output`` path)."""
+        for a in (self.trace.activations if self.trace else []):
+            if a.path == path and a.index == index:
+                return a
+        raise self._unknown_path(path)
+
+    def geometry(self, path: str, index: int = 0) -> TensorGeometry:
+        """The shards of the variable at ``path``, or of a traced layer
+        output (as XLA laid it out)."""
+        if path in self._by_path:
+            return self._by_path[path].geometry
+        a = self.activation(path, index)
+        from .geometry import geometry_of
+
+        spec = a.actual_spec
+        return geometry_of(self.mesh, a.shape, a.dtype, spec)
 
     def shards(self, path: str) -> pd.DataFrame:
         """Per device: its mesh coordinates and the index ranges it holds."""
@@ -224,6 +343,8 @@ class Report:
 
     def _unknown_path(self, path: str) -> ShardvizError:
         known = self.paths + [ol.info.path for ol in self.output_layouts]
+        if self.trace is not None:
+            known += [a.path for a in self.trace.activations]
         close = difflib.get_close_matches(path, known, n=3, cutoff=0.4)
         hint = f"Did you mean {close}?" if close else "See report.variables for every path."
         return ShardvizError(f"No variable or output path {path!r} in this report.",
@@ -248,6 +369,10 @@ class Report:
             "variable_bytes": self.variable_bytes,
             "variable_bytes_per_device": self.variable_bytes_per_device,
             "problems": counts,
+            "traced": self.trace.mode if self.trace else None,
+            "collectives": len(self.trace.collectives) if self.trace else None,
+            "collective_bytes": sum(c.bytes_per_device for c in self.trace.collectives)
+            if self.trace else None,
         }
 
     def _repr_html_(self) -> str:

@@ -81,6 +81,34 @@ def rules_html(report) -> str:
     return _table(["#", "key", "axes", "matches", "wins", "status"], rows)
 
 
+def activations_html(report) -> str:
+    rows, classes = [], []
+    for a in report.trace.activations:
+        ok = {None: "", True: "yes", False: "DROPPED"}[a.honored]
+        if a.uneven and a.honored:
+            ok = "uneven"
+        rows.append([
+            f"<code>{_e(a.path)}{'' if a.index == 0 else f'[{a.index}]'}</code>", _e(a.shape),
+            f"<code>{_e(format_spec(a.requested_spec) if a.requested is not None else '')}</code>",
+            f"<code>{_e(format_spec(a.actual_spec))}</code>", _e(a.shard_shape),
+            _e(human_bytes(a.bytes_per_device or 0)), _e(ok),
+        ])
+        classes.append("sv-row-error" if a.honored is False else "")
+    return _table(["output path", "shape", "requested", "actual", "shard", "per device", "ok"],
+                  rows, classes)
+
+
+def collectives_html(report) -> str:
+    if not report.trace.collectives:
+        return "<p>No collectives: every device computes its part alone.</p>"
+    rows = []
+    for c in report.trace.collectives:
+        axes = ", ".join(c.axes) + ("" if c.complete else f" (groups of {c.group_size})")
+        rows.append([_e(c.kind), f"<code>{_e(c.layer)}</code>", _e(c.pass_), _e(axes),
+                     _e(human_bytes(c.bytes_per_device))])
+    return _table(["kind", "layer", "pass", "over axes", "bytes per device"], rows)
+
+
 def report_html(report) -> str:
     parts = [CSS, '<div class="shardviz-report">', f"<p><b>{_e(summary_line(report))}</b></p>"]
     for note in report.scan.notes:
@@ -92,8 +120,13 @@ def report_html(report) -> str:
         parts.append("<details><summary>Rules</summary>" + rules_html(report) + "</details>")
     parts.append(f"<details open><summary>Variables ({len(report.variable_layouts)})</summary>"
                  + variables_html(report) + "</details>")
-    extra = getattr(report, "extra_html", None)
-    if extra is not None:
-        parts.append(extra())
+    if report.trace is not None:
+        from .text import memory_line
+
+        parts.append(f"<details open><summary>Activations ({report.trace.mode} forward pass)"
+                     f"</summary>{activations_html(report)}</details>")
+        parts.append(f"<details open><summary>Collectives ({len(report.trace.collectives)})"
+                     f"</summary>{collectives_html(report)}</details>")
+        parts.append(f"<p>{_e(memory_line(report))}</p>")
     parts.append("</div>")
     return "".join(parts)

@@ -22,12 +22,16 @@ def summary_line(report) -> str:
     mesh = " x ".join(f"{k}={v}" for k, v in s["mesh"].items())
     abstract = " (abstract)" if s["abstract_mesh"] else ""
     p = s["problems"]
+    traced = ""
+    if s["traced"]:
+        traced = (f"; {s['traced']} forward pass: {s['collectives']} collectives, "
+                  f"{human_bytes(s['collective_bytes'])} per device")
     return (
         f"{s['model']}: {s['variables']} variables, {s['params']:,} params "
         f"({human_bytes(s['variable_bytes'])}) on mesh {mesh}{abstract}; "
         f"{s['sharded']} sharded, {s['replicated']} replicated, {s['failing']} failing; "
         f"{human_bytes(s['variable_bytes_per_device'])} of variables per device; "
-        f"{p['error']} errors, {p['warning']} warnings, {p['info']} notes"
+        f"{p['error']} errors, {p['warning']} warnings, {p['info']} notes{traced}"
     )
 
 
@@ -72,6 +76,52 @@ def variables_table(report, max_rows: int | None = 40):
     return table
 
 
+def activations_table(report, max_rows: int | None = 40):
+    from rich.table import Table
+
+    table = Table(title=f"Activations ({report.trace.mode} forward pass)", expand=False)
+    for col in ("output path", "shape", "requested", "actual", "shard", "per device", "ok"):
+        table.add_column(col, no_wrap=col in ("output path", "requested", "actual"),
+                         justify="right" if col in ("shape", "shard", "per device") else "left")
+    acts = report.trace.activations
+    for a in acts if max_rows is None else acts[:max_rows]:
+        ok = {None: "", True: "[green]yes[/]", False: "[bold red]DROPPED[/]"}[a.honored]
+        if a.uneven and a.honored:
+            ok = "[yellow]uneven[/]"
+        name = a.path if a.index == 0 else f"{a.path}[{a.index}]"
+        table.add_row(name, _shape(a.shape),
+                      format_spec(a.requested_spec) if a.requested is not None else "—",
+                      format_spec(a.actual_spec), _shape(a.shard_shape),
+                      human_bytes(a.bytes_per_device or 0), ok)
+    if max_rows is not None and len(acts) > max_rows:
+        table.caption = f"... {len(acts) - max_rows} more; see report.activations"
+    return table
+
+
+def collectives_table(report):
+    from rich.table import Table
+
+    table = Table(title="Collectives (compiled HLO, per device)", expand=False)
+    for col in ("kind", "layer", "pass", "over axes", "bytes"):
+        table.add_column(col, justify="right" if col == "bytes" else "left")
+    for c in report.trace.collectives:
+        axes = ", ".join(c.axes) or "—"
+        if not c.complete:
+            axes += f" (groups of {c.group_size})"
+        table.add_row(c.kind + (" (async)" if c.async_ else ""), c.layer or "—", c.pass_,
+                      axes, human_bytes(c.bytes_per_device))
+    if not report.trace.collectives:
+        table.caption = "none: every device computes its part alone"
+    return table
+
+
+def memory_line(report) -> str:
+    m = report.trace.memory
+    flops = f", {m['flops']:,.0f} flops" if m.get("flops") is not None else ""
+    return (f"Memory per device (XLA): arguments {human_bytes(m['argument_bytes'])}, outputs "
+            f"{human_bytes(m['output_bytes'])}, temporaries {human_bytes(m['temp_bytes'])}{flops}")
+
+
 def report_renderables(report, max_rows: int | None = 40):
     from rich.text import Text
 
@@ -81,9 +131,10 @@ def report_renderables(report, max_rows: int | None = 40):
     if report.problem_list:
         yield problems_table(report)
     yield variables_table(report, max_rows)
-    extra = getattr(report, "extra_renderables", None)
-    if extra is not None:
-        yield from extra()
+    if report.trace is not None:
+        yield activations_table(report, max_rows)
+        yield collectives_table(report)
+        yield Text(memory_line(report))
 
 
 def render_to_text(renderables, width: int = 120) -> str:

@@ -1,0 +1,540 @@
+"""Trace: a jitted forward pass (or train step) of a model under a plan.
+
+The model is never rebuilt. Its variables are handed to ``stateless_call``
+already laid out by the plan: as ``jax.ShapeDtypeStruct``s carrying
+shardings (abstract mode, nothing allocated), or as real sharded arrays
+(concrete mode). Inputs are sharded by the plan's data layout. The pass is
+traced inside the plan's distribution, so ``.../output`` rules are applied
+exactly as Keras applies them (``with_sharding_constraint`` under jit).
+
+Every layer output is watched with ``jax.debug.inspect_array_sharding``,
+which reports the sharding XLA actually gives it after propagation. That is
+how a constraint XLA silently dropped becomes visible. The compiled program
+then gives the collectives and the memory per device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+
+import numpy as np
+
+from . import _keras, hlo
+from .errors import ShardvizError
+from .geometry import MeshModel, geometry_of, spec_from_sharding
+from .inputs import check_against_model, input_arrays, model_input_specs, normalize_inputs
+from .match import RuleMatcher
+
+
+@dataclasses.dataclass
+class Activation:
+    """One layer output as XLA lays it out inside the jitted pass."""
+
+    path: str
+    layer: str
+    layer_class: str
+    index: int
+    """Which output of the layer (0 for single-output layers)."""
+    shape: tuple
+    dtype: str
+    requested: tuple | None
+    """The layout an ``/output`` rule asks for, or None."""
+    rule: str | None = None
+    actual: object = None
+    """The sharding XLA gave it (a ``NamedSharding``)."""
+    calls: int = 1
+    output_index: int | None = None
+    """Its position among the model's outputs, if the model returns it."""
+    returned: object = None
+    """For a model output: the sharding the jitted pass returns it with."""
+
+    @property
+    def uneven(self) -> list[tuple[int, int, str, int]]:
+        """``(dim, size, axis, axis size)`` for each requested split that does
+        not divide: eager Keras raises there, jit pads or replicates."""
+        if self.requested is None or self.actual is None:
+            return []
+        sizes = dict(zip(self.actual.mesh.axis_names, self.actual.mesh.axis_sizes))
+        return [
+            (d, n, a, sizes[a]) for d, (n, a) in enumerate(zip(self.shape, self.requested_spec))
+            if a is not None and a in sizes and n % sizes[a]
+        ]
+
+    @property
+    def returned_spec(self) -> tuple | None:
+        if self.returned is None:
+            return None
+        return spec_from_sharding(self.returned, len(self.shape))
+
+    @property
+    def actual_spec(self) -> tuple | None:
+        if self.actual is None:
+            return None
+        return spec_from_sharding(self.actual, len(self.shape))
+
+    @property
+    def requested_spec(self) -> tuple | None:
+        if self.requested is None:
+            return None
+        return tuple(self.requested) + (None,) * (len(self.shape) - len(self.requested))
+
+    @property
+    def shard_shape(self) -> tuple | None:
+        if self.actual is None:
+            return None
+        try:
+            return tuple(int(d) for d in self.actual.shard_shape(self.shape))
+        except Exception:  # uneven: pad each split dim up
+            spec = self.actual_spec
+            mesh = dict(zip(self.actual.mesh.axis_names, self.actual.mesh.axis_sizes))
+            return tuple(
+                -(-d // _axes_size(a, mesh)) if a is not None else d for d, a in zip(self.shape, spec)
+            )
+
+    @property
+    def bytes_per_device(self) -> int | None:
+        shard = self.shard_shape
+        if shard is None:
+            return None
+        import jax.numpy as jnp
+
+        return math.prod(shard) * jnp.dtype(self.dtype).itemsize
+
+    def _equivalent(self, sharding) -> bool:
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        want = NamedSharding(self.actual.mesh, PartitionSpec(*self.requested_spec))
+        return bool(want.is_equivalent_to(sharding, len(self.shape)))
+
+    @property
+    def honored_inside(self) -> bool | None:
+        """Whether XLA gave the output the requested layout inside the pass."""
+        if self.requested is None or self.actual is None:
+            return None
+        return self._equivalent(self.actual)
+
+    @property
+    def honored(self) -> bool | None:
+        """Whether XLA gave the output the requested layout, inside the pass
+        and, for a model output, as returned (None: nothing was requested)."""
+        inside = self.honored_inside
+        if inside is None:
+            return None
+        return inside and (self.returned is None or self._equivalent(self.returned))
+
+
+def _axes_size(entry, mesh_sizes) -> int:
+    if isinstance(entry, tuple):
+        return math.prod(mesh_sizes[a] for a in entry)
+    return mesh_sizes[entry]
+
+
+@dataclasses.dataclass
+class OptimizerVariable:
+    """An optimizer slot and the layout Keras gives it."""
+
+    path: str
+    reference: str | None
+    """The model variable it mirrors (its layout is taken from it), or None."""
+    shape: tuple
+    dtype: str
+    spec: tuple
+    shard_shape: tuple
+    bytes_per_device: int
+
+
+@dataclasses.dataclass
+class Trace:
+    """What one jitted pass shows: activations, collectives, memory."""
+
+    mode: str
+    """``"abstract"`` (ShapeDtypeStructs only) or ``"concrete"`` (executed)."""
+    train_step: bool
+    activations: list[Activation]
+    collectives: list[hlo.Collective]
+    memory: dict
+    input_specs: object
+    hlo_text: str
+    compiled: object = dataclasses.field(repr=False)
+    seconds: dict = dataclasses.field(default_factory=dict)
+    outputs: object = None
+    """Concrete mode: the model's sharded outputs (jax.Arrays)."""
+    variables: dict | None = None
+    """Concrete mode: variable path to its sharded value (jax.Array)."""
+    optimizer_variables: list[OptimizerVariable] = dataclasses.field(default_factory=list)
+    forward_collectives: list[hlo.Collective] | None = None
+
+
+class _Recorder:
+    """Watches layer outputs inside the trace, one record per path."""
+
+    def __init__(self, model_name, plan=None):
+        self.plan = plan
+        self.records: dict[tuple[str, int], Activation] = {}
+        self.order: list[tuple[str, int]] = []
+        self.model_name = model_name
+        self.last_layer = None
+        self.by_tracer: dict[int, tuple[str, int]] = {}
+
+    def on_output(self, path, layer, outputs, layout, apply, error):
+        import jax
+
+        name = getattr(layer, "name", path)
+        if error is not None:
+            raise ShardvizError(
+                f"Layer {name!r}: its output path {path!r} matches several rules, so Keras "
+                f"raises: {error}",
+                hint=f"Make the /output keys more specific, or add the exact key {path!r}.",
+                path=path, layer=name,
+            )
+        out = apply(outputs) if apply is not None else outputs
+        self.last_layer = name
+        leaves = jax.tree_util.tree_leaves(out)
+        for i, leaf in enumerate(leaves):
+            if not hasattr(leaf, "shape"):
+                continue
+            key = (path, i)
+            if key in self.records:
+                self.records[key].calls += 1
+                continue
+            rec = Activation(
+                path=path, layer=name, layer_class=type(layer).__name__, index=i,
+                shape=tuple(int(d) for d in leaf.shape), dtype=str(leaf.dtype),
+                requested=tuple(layout.axes) if layout is not None else None,
+                rule=self.rule_for(path) if layout is not None else None,
+            )
+            self.records[key] = rec
+            self.order.append(key)
+            self.by_tracer[id(leaf)] = key
+            jax.debug.inspect_array_sharding(leaf, callback=functools.partial(self._seen, key))
+        return out
+
+    def rule_for(self, path):
+        """The key of the rule Keras used for ``path``."""
+        from .match import match_path
+
+        m = match_path(self.plan.rule_keys, path) if self.plan is not None else None
+        return self.plan.rules[m.rule].key if m is not None and m.rule is not None else None
+
+    def _seen(self, key, sharding):
+        self.records[key].actual = sharding
+
+    def mark_outputs(self, outputs):
+        """Remember which records the model returns, by tracer identity."""
+        import jax
+
+        for i, leaf in enumerate(jax.tree_util.tree_leaves(outputs)):
+            key = self.by_tracer.get(id(leaf))
+            if key is not None and self.records[key].output_index is None:
+                self.records[key].output_index = i
+
+    def set_returned(self, output_shardings):
+        import jax
+
+        shardings = jax.tree_util.tree_leaves(output_shardings)
+        for rec in self.records.values():
+            if rec.output_index is not None and rec.output_index < len(shardings):
+                rec.returned = shardings[rec.output_index]
+
+    def activations(self) -> list[Activation]:
+        return [self.records[k] for k in self.order]
+
+
+def _initial_value(variable, sharding):
+    """A variable's value placed by ``sharding``: its own value if it has one,
+    else its initializer run under jit straight into the shards."""
+    import jax
+
+    if getattr(variable, "_value", None) is not None:
+        return jax.device_put(variable.value, sharding)
+    initializer = variable._initializer
+    shape, dtype = tuple(variable.shape), variable.dtype
+    return jax.jit(lambda: initializer(shape, dtype=dtype), out_shardings=sharding)()
+
+
+def _sample_input(spec, seed: int):
+    import jax
+
+    rng = np.random.default_rng(seed)
+    if np.issubdtype(np.dtype(spec.dtype), np.integer):
+        value = np.zeros(spec.shape, spec.dtype)
+    elif np.dtype(spec.dtype) == np.bool_:
+        value = np.zeros(spec.shape, bool)
+    else:
+        value = rng.standard_normal(spec.shape).astype(spec.dtype)
+    return jax.device_put(value, spec.sharding)
+
+
+def _data_shardings(dist, mesh: MeshModel, specs, model_name):
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    batch = dist.batch_dim_name
+    size = mesh.axis_size(batch)
+    leaves, treedef = jax.tree_util.tree_flatten(specs)
+    placed = []
+    for i, spec in enumerate(leaves):
+        if len(spec.shape) == 0:
+            placed.append(jax.ShapeDtypeStruct(spec.shape, spec.dtype,
+                                               sharding=NamedSharding(mesh.jax_mesh, PartitionSpec())))
+            continue
+        if spec.shape[0] % size:
+            good = max(size, (spec.shape[0] // size) * size)
+            raise ShardvizError(
+                f"Input {i} of model {model_name!r} has batch size {spec.shape[0]}, which the "
+                f"batch axis {batch!r} of size {size} does not divide; Keras shards inputs on "
+                "their first dimension.",
+                hint=f"Use a batch that is a multiple of {size} (e.g. {good}), or make the "
+                "batch axis smaller.",
+            )
+        axes = tuple(dist.get_data_layout(spec.shape).axes)
+        placed.append(jax.ShapeDtypeStruct(spec.shape, spec.dtype,
+                                           sharding=NamedSharding(mesh.jax_mesh, PartitionSpec(*axes))))
+    return jax.tree_util.tree_unflatten(treedef, placed)
+
+
+def _model_variables(model):
+    seen, out = set(), []
+    for v in model.variables:
+        if id(v) not in seen:
+            seen.add(id(v))
+            out.append(v)
+    return out
+
+
+def _optimizer_layouts(optimizer, model, plan, mesh, sharding_of):
+    """Build the optimizer on the model's (deferred) variables and give each
+    slot the layout Keras would: its reference variable's, else the rules'."""
+    references = {}
+    original = optimizer.add_variable_from_reference
+
+    def add_variable_from_reference(reference_variable, *args, **kwargs):
+        variable = original(reference_variable, *args, **kwargs)
+        references[id(variable)] = reference_variable
+        return variable
+
+    optimizer.add_variable_from_reference = add_variable_from_reference
+    try:
+        with _keras.deferred_variables():
+            optimizer.build(model.trainable_variables)
+    finally:
+        del optimizer.add_variable_from_reference
+    rest = [v for v in optimizer.variables if id(v) not in references]
+    matches = RuleMatcher([v.path for v in rest]).match(plan.rule_keys)
+    by_rule = {id(v): m for v, m in zip(rest, matches)}
+    shardings, records = [], []
+    for v in optimizer.variables:
+        ref = references.get(id(v))
+        shape, dtype = tuple(int(d) for d in v.shape), str(v.dtype)
+        if ref is not None:
+            sharding = sharding_of[id(ref)]
+            spec = spec_from_sharding(sharding, len(shape))
+        else:
+            m = by_rule[id(v)]
+            axes = plan.rules[m.rule].axes if m.rule is not None else ()
+            try:
+                g = geometry_of(mesh, shape, dtype, tuple(axes))
+            except Exception:
+                g = geometry_of(mesh, shape, dtype, ())
+            sharding, spec = g.sharding, g.spec
+        shard = tuple(int(d) for d in sharding.shard_shape(shape))
+        import jax.numpy as jnp
+
+        records.append(OptimizerVariable(
+            path=v.path, reference=ref.path if ref is not None else None, shape=shape,
+            dtype=dtype, spec=spec, shard_shape=shard,
+            bytes_per_device=math.prod(shard) * jnp.dtype(dtype).itemsize,
+        ))
+        shardings.append(sharding)
+    return shardings, records
+
+
+def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | None = None,
+          train_step: bool = False, optimizer=None, seed: int = 0) -> Trace:
+    """Trace, compile and (in concrete mode) run the model under ``plan``.
+
+    Raises:
+        ShardvizError: for too few devices, inputs that do not fit the model
+            or the batch axis, or a forward pass that fails (naming the layer).
+    """
+    import jax
+
+    model = scan.model
+    name = getattr(model, "name", type(model).__name__)
+    if mesh.abstract:
+        raise ShardvizError(
+            f"The plan's mesh {plan.mesh_dict} needs {plan.mesh_size} devices, but only "
+            f"{jax.device_count()} exist, so the forward pass cannot be compiled here.",
+            hint=f"Restart the kernel and call shardviz.simulate_devices({plan.mesh_size}) "
+            "before any JAX operation, or shrink the mesh. The variable layouts above are "
+            "still exact.",
+        )
+    dist = plan.to_keras()
+    model_specs = model_input_specs(model)
+    specs, concrete_inputs = normalize_inputs(inputs, model_specs)
+    check_against_model(specs, model_specs, name)
+    if mode is None:
+        mode = "concrete" if concrete_inputs and not scan.built_by_shardviz else "abstract"
+    if mode not in ("abstract", "concrete"):
+        raise ShardvizError(f"mode must be 'abstract' or 'concrete', got {mode!r}.")
+    input_specs = _data_shardings(dist, mesh, specs, name)
+
+    variables = _model_variables(model)
+    sharding_of = {id(v): vl.geometry.sharding for v, vl in zip(variables, variable_layouts)}
+    trainable = list(model.trainable_variables)
+    non_trainable = list(model.non_trainable_variables)
+
+    def placed(vs):
+        if mode == "abstract":
+            return [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype, sharding=sharding_of[id(v)])
+                    for v in vs]
+        return [_initial_value(v, sharding_of[id(v)]) for v in vs]
+
+    seconds = {}
+    t = time.perf_counter()
+    tv, ntv = placed(trainable), placed(non_trainable)
+    if mode == "concrete":
+        if concrete_inputs:
+            arrays = input_arrays(inputs)
+            x = jax.tree_util.tree_map(lambda a, s: jax.device_put(a, s.sharding), arrays,
+                                       input_specs)
+        else:
+            leaves, treedef = jax.tree_util.tree_flatten(input_specs)
+            x = jax.tree_util.tree_unflatten(
+                treedef, [_sample_input(s, seed + i) for i, s in enumerate(leaves)])
+    else:
+        x = input_specs
+    seconds["place"] = time.perf_counter() - t
+
+    recorder = _Recorder(name, plan)
+
+    def forward(tv, ntv, x):
+        with _keras.deferred_variables(), _keras.observing_outputs(recorder.on_output, base=dist):
+            outputs, _ = model.stateless_call(tv, ntv, x)
+        recorder.mark_outputs(outputs)
+        return outputs
+
+    compiled = _compile(forward, (tv, ntv, x), name, recorder, seconds, "forward")
+    recorder.set_returned(compiled.output_shardings)
+    activations = recorder.activations()
+    layer_paths = [o.layer_path for o in scan.outputs] or [a.path[: -len("/output")]
+                                                            for a in activations]
+    forward_collectives = _collectives(compiled, mesh, layer_paths)
+    result = Trace(
+        mode=mode, train_step=train_step, activations=activations,
+        collectives=forward_collectives, memory=hlo.memory(compiled),
+        input_specs=input_specs, hlo_text=compiled.as_text(), compiled=compiled,
+        seconds=seconds,
+    )
+    if mode == "concrete":
+        t = time.perf_counter()
+        result.outputs = jax.block_until_ready(compiled(tv, ntv, x))
+        seconds["run"] = time.perf_counter() - t
+        result.variables = {v.path: value for v, value in zip(trainable + non_trainable, tv + ntv)}
+
+    if train_step:
+        _add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, optimizer,
+                        name, seconds)
+    return result
+
+
+def _short_message(e: Exception) -> str:
+    """The gist of an exception: Keras wraps layer errors as "Exception
+    encountered when calling X.call(). <message> Arguments received ..."."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    kept = []
+    for line in lines:
+        if line.startswith("Arguments received"):
+            break
+        kept.append(line)
+        if len(kept) == 2:
+            break
+    return " ".join(kept)[:500]
+
+
+def _collectives(compiled, mesh, layer_paths):
+    """The compiled program's collectives, each attributed to Keras layers."""
+    out = []
+    for c in hlo.collectives(compiled.as_text(), mesh.axis_names, mesh.shape):
+        layers = []
+        for scope in c.scopes:
+            layer = hlo.layer_for_scope(scope, layer_paths) or scope
+            if layer not in layers:
+                layers.append(layer)
+        out.append(dataclasses.replace(c, layer=", ".join(layers)))
+    return out
+
+
+def _compile(fn, args, name, recorder, seconds, what):
+    import jax
+
+    t = time.perf_counter()
+    try:
+        lowered = jax.jit(fn).lower(*args)
+        seconds[f"{what}_trace"] = time.perf_counter() - t
+        t = time.perf_counter()
+        compiled = lowered.compile()
+        seconds[f"{what}_compile"] = time.perf_counter() - t
+    except ShardvizError:
+        raise
+    except Exception as e:
+        after = f" after layer {recorder.last_layer!r}" if recorder.last_layer else ""
+        first = _short_message(e)
+        raise ShardvizError(
+            f"The {what} pass of model {name!r} failed{after}: {type(e).__name__}: {first}",
+            hint="Check the input shapes and dtypes against the model, and the /output rules "
+            "of the layer named in the message.",
+            layer=recorder.last_layer,
+        ) from e
+    return compiled
+
+
+def _add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, optimizer, name,
+                    seconds):
+    import jax
+    import jax.numpy as jnp
+
+    keras = _keras.keras()
+    optimizer = optimizer or keras.optimizers.Adam()
+    opt_shardings, records = _optimizer_layouts(optimizer, model, plan, mesh, sharding_of)
+    if result.mode == "abstract":
+        ov = [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype, sharding=s)
+              for v, s in zip(optimizer.variables, opt_shardings)]
+    else:
+        ov = [_initial_value(v, s) for v, s in zip(optimizer.variables, opt_shardings)]
+    recorder = _Recorder(name, plan)
+
+    def step(tv, ntv, ov, x):
+        def loss_fn(tv):
+            with _keras.observing_outputs(recorder.on_output, base=dist):
+                y, new_ntv = model.stateless_call(tv, ntv, x, training=True)
+            leaves = jax.tree_util.tree_leaves(y)
+            loss = sum(jnp.mean(jnp.square(leaf.astype("float32"))) for leaf in leaves)
+            return loss, new_ntv
+
+        with _keras.deferred_variables():
+            (loss, new_ntv), grads = jax.value_and_grad(loss_fn, has_aux=True)(tv)
+            new_tv, new_ov = optimizer.stateless_apply(ov, grads, tv)
+        return loss, new_tv, new_ntv, new_ov
+
+    compiled = _compile(step, (tv, ntv, ov, x), name, recorder, seconds, "train_step")
+    layer_paths = [a.path[: -len("/output")] for a in result.activations]
+    collectives = _collectives(compiled, mesh, layer_paths)
+    prefix = optimizer.name
+    result.forward_collectives = result.collectives
+    result.collectives = [
+        dataclasses.replace(c, pass_="update")
+        if any(s.split("/")[0] == prefix for s in c.scopes) else c
+        for c in collectives
+    ]
+    result.memory = hlo.memory(compiled)
+    result.hlo_text = compiled.as_text()
+    result.compiled = compiled
+    result.optimizer_variables = records
+    if result.mode == "concrete":
+        t = time.perf_counter()
+        jax.block_until_ready(compiled(tv, ntv, ov, x))
+        seconds["train_step_run"] = time.perf_counter() - t
