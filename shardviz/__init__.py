@@ -33,6 +33,8 @@ _LAZY = {
     "scan": ("shardviz.model_scan", "scan"),
     "Scan": ("shardviz.model_scan", "Scan"),
     "Report": ("shardviz.report", "Report"),
+    "show_sharding": ("shardviz.pictures", "show_sharding"),
+    "compare": ("shardviz.pictures", "compare"),
 }
 
 __all__ = ["simulate_devices", "Plan", "Rule", "Problem", "ShardvizError", *_LAZY]

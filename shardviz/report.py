@@ -335,6 +335,83 @@ class Report:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def indices(self, path: str, index: int = 0) -> dict:
+        """Device id to the index ranges it holds, for a variable or a traced
+        layer output (from JAX's ``devices_indices_map``)."""
+        if path in self._by_path:
+            return self._by_path[path].geometry.indices()
+        a = self.activation(path, index)
+        if self.mesh.abstract:  # pragma: no cover - traces need a concrete mesh
+            raise ShardvizError("Traced outputs need a concrete mesh.")
+        return {d.id: idx for d, idx in a.actual.devices_indices_map(a.shape).items()}
+
+    # ----------------------------------------------------------- pictures
+    def show(self, path: str, *, rows: int | None = None, cols: int | None = None,
+             index: int = 0):
+        """A picture of how the tensor at ``path`` (a variable, or a traced
+        ``.../output``) lands on the devices. Any rank: pick the tensor dims
+        drawn as ``rows`` and ``cols``; other split dims become panels.
+        Returns a matplotlib Figure."""
+        from .render.mpl import tensor_figure
+
+        if path in self._by_path:
+            vl = self._by_path[path]
+            shape, dtype, spec = vl.info.shape, vl.info.dtype, vl.geometry.spec
+            title = path + ("  (Keras would refuse this layout; shown replicated)"
+                            if vl.error is not None else "")
+        else:
+            a = self.activation(path, index)
+            shape, dtype, spec, title = a.shape, a.dtype, a.actual_spec, path
+        return tensor_figure(shape, dtype, self.indices(path, index), coords=self.mesh.coords,
+                             title=title, spec=spec, rows=rows, cols=cols)
+
+    def text(self, path: str, index: int = 0) -> str:
+        """What ``jax.debug.visualize_sharding`` prints for the tensor at
+        ``path``: JAX's own drawing, for 1-D and 2-D tensors."""
+        from .render.text import jax_text
+
+        if path in self._by_path:
+            g = self._by_path[path].geometry
+            shape, sharding = g.shape, g.sharding
+        else:
+            a = self.activation(path, index)
+            shape, sharding = a.shape, a.actual
+        if len(shape) not in (1, 2):
+            raise ShardvizError(
+                f"JAX draws only 1-D and 2-D tensors as text; {path!r} has rank {len(shape)} "
+                f"{shape}.", hint=f"Use report.show({path!r}) for a picture of any rank.",
+                path=path)
+        if self.mesh.abstract:
+            raise ShardvizError(
+                f"JAX needs real devices to draw a sharding, and the mesh {self.plan.mesh_dict} "
+                f"is larger than the {self.device_count} devices here.",
+                hint=f"Use report.show({path!r}), which works on abstract meshes.", path=path)
+        return jax_text(shape, sharding)
+
+    def show_mesh(self):
+        """The device grid of the plan's mesh."""
+        from .render.mpl import mesh_figure
+
+        return mesh_figure(self.mesh)
+
+    def show_memory(self):
+        """Bytes per device, stacked by what holds them."""
+        from .render.mpl import memory_figure
+
+        return memory_figure(self)
+
+    def show_flow(self, max_layers: int = 60):
+        """Layers in call order, their output layouts, and the collectives."""
+        from .render.mpl import flow_figure
+
+        return flow_figure(self, max_layers)
+
+    def show_grid(self, paths=None, columns: int = 10):
+        """Every variable's (or the given paths') tiles in one figure."""
+        from .render.mpl import grid_figure
+
+        return grid_figure(self, paths, columns)
+
     def explain(self, path: str) -> str:
         """Why ``path`` has the layout it has, in a sentence or two."""
         from .explain import explain_path

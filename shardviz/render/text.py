@@ -151,3 +151,16 @@ def render_to_text(renderables, width: int = 120) -> str:
 
 def report_text(report, width: int = 120, max_rows: int | None = 40) -> str:
     return render_to_text(report_renderables(report, max_rows), width)
+
+
+def jax_text(shape, sharding, *, width: int = 80) -> str:
+    """What ``jax.debug.visualize_sharding`` prints for a 1-D or 2-D tensor,
+    as plain text."""
+    import contextlib
+
+    import jax
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        jax.debug.visualize_sharding(tuple(shape), sharding, use_color=False, max_width=width)
+    return buf.getvalue()

@@ -1,0 +1,76 @@
+"""Pictures of anything with a sharding, and of two reports side by side.
+
+>>> import jax, numpy as np, shardviz
+>>> mesh = jax.sharding.Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("batch", "model"))
+>>> sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch", None, "model"))
+>>> fig = shardviz.show_sharding(jax.ShapeDtypeStruct((4, 8, 16), "float32", sharding=sharding))
+>>> len(fig.shardviz_layout.tiles)
+8
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ShardvizError
+
+
+def _coords(sharding) -> dict | None:
+    mesh = getattr(sharding, "mesh", None)
+    devices = getattr(mesh, "devices", None)
+    if devices is None:
+        return None
+    devices = np.asarray(devices)
+    return {int(devices[idx].id): tuple(int(i) for i in idx) for idx in np.ndindex(devices.shape)}
+
+
+def show_sharding(x, *, rows: int | None = None, cols: int | None = None, title: str = ""):
+    """A picture of how ``x`` lands on its devices, for any rank.
+
+    Args:
+        x: a ``jax.Array``, or a ``jax.ShapeDtypeStruct`` with a sharding.
+        rows, cols: the tensor dims to draw as rows and columns.
+        title: a name for the tensor.
+    """
+    sharding = getattr(x, "sharding", None)
+    shape = getattr(x, "shape", None)
+    if sharding is None or shape is None:
+        raise ShardvizError(
+            f"show_sharding needs a jax.Array or a jax.ShapeDtypeStruct with a sharding, got "
+            f"{type(x).__name__}.",
+            hint="For a ShapeDtypeStruct pass sharding=NamedSharding(mesh, spec).",
+        )
+    from .geometry import spec_from_sharding
+    from .render.mpl import tensor_figure
+
+    shape = tuple(int(d) for d in shape)
+    indices = {d.id: idx for d, idx in sharding.devices_indices_map(shape).items()}
+    spec = spec_from_sharding(sharding, len(shape)) if hasattr(sharding, "spec") else None
+    return tensor_figure(shape, str(x.dtype), indices, coords=_coords(sharding), title=title,
+                         spec=spec, rows=rows, cols=cols)
+
+
+def compare(a, b, labels=("A", "B")):
+    """Two reports side by side: memory per device, collective bytes, problems."""
+    from .render.mpl import compare_figure
+
+    return compare_figure(a, b, labels)
+
+
+def compare_table(a, b, labels=("A", "B")):
+    """The figures behind :func:`compare`, as a DataFrame (one column per report)."""
+    import pandas as pd
+
+    def column(r):
+        s = r.summary()
+        return {
+            "mesh": str(r.plan.mesh_dict),
+            "variable bytes per device": s["variable_bytes_per_device"],
+            "memory per device (XLA)": r.memory["total_bytes"].iloc[0] if r.trace else None,
+            "collectives": s["collectives"],
+            "collective bytes per device": s["collective_bytes"],
+            "errors": s["problems"]["error"],
+            "warnings": s["problems"]["warning"],
+        }
+
+    return pd.DataFrame({labels[0]: column(a), labels[1]: column(b)})

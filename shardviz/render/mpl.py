@@ -1,0 +1,501 @@
+"""matplotlib pictures of layouts, meshes, memory and communication.
+
+Every function returns a :class:`ShardvizFigure`: a plain matplotlib Figure
+drawn with the Agg canvas, never registered with pyplot, that shows itself
+in a notebook and saves to PNG or SVG with ``fig.savefig``. Pictures only
+read what they are given (a Report, tiles, a mesh); they never compute a
+layout themselves.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PatchCollection
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from ..checks import human_bytes
+from ..errors import ShardvizError
+from ..geometry import format_spec
+from .palette import KIND_COLOURS, STACK_COLOURS, device_style, text_colour
+from .tiles import TileLayout, tile_layout
+
+DPI = 80
+MAX_LABELLED = 160
+"""Most device labels drawn in one panel; past this, tiles go unlabelled."""
+MAX_BANDS = 8
+"""A shard held by more devices than this is drawn as one summarised tile."""
+MAX_PANELS = 16
+
+
+class ShardvizFigure(Figure):
+    """A matplotlib Figure that displays itself in notebooks as PNG."""
+
+    def _repr_png_(self):
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=DPI)
+        return buf.getvalue()
+
+    def to_png(self) -> bytes:
+        return self._repr_png_()
+
+
+def new_figure(width: float, height: float) -> ShardvizFigure:
+    fig = ShardvizFigure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _device_label(device, coords) -> str:
+    if coords is None:
+        return str(device)
+    return f"{device}\n({','.join(map(str, coords))})"
+
+
+def _draw_panel(ax, layout: TileLayout, panel, x0, y0, w, h, coords, fontsize, labels=True,
+                inches_per_unit: float = 4.0, inches_per_unit_y: float | None = None):
+    """Draw one panel's tiles into the box (x0, y0, w, h) of ``ax`` (y down).
+
+    A shard held by one device is filled with that device's colour. A shard
+    held by several (replicas) is drawn pale, with one colour chip per device
+    inside it, so that copies never look like splits. ``inches_per_unit``
+    (and ``_y``) give the printed size of one unit of ``ax``, so labels are
+    drawn only where they fit. Returns False if labels were left out."""
+    ipu_x, ipu_y = inches_per_unit, inches_per_unit_y or inches_per_unit
+    n_rows, n_cols = layout.n_rows, layout.n_cols
+    tiles = layout.tiles_in(panel)
+    char_w = fontsize * 0.6 / 72  # inches per character
+    rects, faces, edges, texts = [], [], [], []
+    show_labels = labels and len(tiles) <= MAX_LABELLED
+    for t in tiles:
+        tx = x0 + w * t.cols[0] / n_cols
+        tw = w * (t.cols[1] - t.cols[0]) / n_cols
+        ty = y0 + h * t.rows[0] / n_rows
+        th = h * (t.rows[1] - t.rows[0]) / n_rows
+        devices = t.devices
+        tw_in, th_in = tw * ipu_x, th * ipu_y
+        if len(devices) == 1:
+            (device,) = devices
+            face, hatch = device_style(device)
+            rects.append(Rectangle((tx, ty), tw, th, hatch=hatch or None))
+            faces.append(face)
+            edges.append("white" if hatch else "#333333")
+            coord = coords.get(device) if coords else None
+            room = tw_in / char_w
+            if show_labels and room >= len(str(device)) + 0.5 and th_in > fontsize / 72:
+                wide = coord is not None and room >= 3 * len(coord) + 2 and th_in > 2.4 * fontsize / 72
+                label = _device_label(device, coord) if wide else str(device)
+                texts.append((tx + tw / 2, ty + th / 2, label, text_colour(face), fontsize))
+            continue
+        rects.append(Rectangle((tx, ty), tw, th))
+        faces.append("#F2F2F2")
+        edges.append("#333333")
+        if len(devices) > MAX_BANDS:
+            room = tw_in / char_w
+            if show_labels and room >= 12:
+                texts.append((tx + tw / 2, ty + th / 2,
+                              f"{len(devices)} copies\n{_id_list(devices)}", "black", fontsize))
+            elif show_labels and room >= 3:
+                texts.append((tx + tw / 2, ty + th / 2, f"×{len(devices)}", "black", fontsize))
+            continue
+        chip = min(tw_in * 0.85 / len(devices), th_in * 0.6, 0.45)
+        cw, ch = chip / ipu_x, chip / ipu_y
+        gap = cw * 0.12
+        start = tx + (tw - len(devices) * cw) / 2
+        chip_font = min(fontsize, chip * 72 * 0.45)
+        for i, device in enumerate(devices):
+            face, hatch = device_style(device)
+            rects.append(Rectangle((start + i * cw + gap / 2, ty + (th - ch) / 2), cw - gap, ch,
+                                   hatch=hatch or None))
+            faces.append(face)
+            edges.append("white")
+            if show_labels and chip >= char_w * (len(str(device)) + 0.5):
+                texts.append((start + (i + 0.5) * cw, ty + th / 2, str(device),
+                              text_colour(face), chip_font))
+        if show_labels and th_in > chip + 2.2 * fontsize / 72:
+            texts.append((tx + tw / 2, ty + (th - ch) / 2 - 0.6 * fontsize / 72 / ipu_y,
+                          f"{len(devices)} copies", "#444444", fontsize * 0.85))
+    ax.add_collection(PatchCollection(rects, facecolors=faces, edgecolors=edges,
+                                      linewidths=0.8, match_original=False))
+    for r in (r for r in rects if r.get_hatch()):
+        r.set_facecolor("none")
+        r.set_edgecolor("white")
+        r.set_linewidth(0)
+        ax.add_patch(r)
+    for x, y, text, colour, size in texts:
+        ax.text(x, y, text, ha="center", va="center", fontsize=size, color=colour)
+    return show_labels or not labels
+
+
+def _id_list(devices, limit=6) -> str:
+    if len(devices) <= limit:
+        return ",".join(map(str, devices))
+    return ",".join(map(str, devices[:limit - 1])) + f",…,{devices[-1]}"
+
+
+def _dims_text(layout: TileLayout) -> str:
+    shape = layout.shape
+    parts = []
+    if layout.row_dim is not None:
+        parts.append(f"rows: dim {layout.row_dim} ({shape[layout.row_dim]})")
+    if layout.col_dim is not None:
+        parts.append(f"cols: dim {layout.col_dim} ({shape[layout.col_dim]})")
+    if layout.panel_dims:
+        parts.append("panels: " + ", ".join(f"dim {d} ({shape[d]})" for d in layout.panel_dims))
+    if layout.unsplit_dims:
+        parts.append("not split: " + ", ".join(f"dim {d} ({shape[d]})" for d in layout.unsplit_dims))
+    return " · ".join(parts) if parts else "a scalar"
+
+
+def _panel_title(layout: TileLayout, panel) -> str:
+    return ", ".join(f"dim {d} [{a}:{b}]" for d, (a, b) in zip(layout.panel_dims, panel))
+
+
+def tensor_figure(shape, dtype, indices, *, coords=None, title: str = "", spec=None,
+                  rows: int | None = None, cols: int | None = None) -> ShardvizFigure:
+    """The tiles of one tensor of any rank.
+
+    Args:
+        shape, dtype: the tensor's.
+        indices: device id to the index tuple it holds (``devices_indices_map``).
+        coords: device id to mesh coordinates, for the labels.
+        title: what the tensor is (e.g. its path).
+        spec: its PartitionSpec, for the title.
+        rows, cols: the tensor dims to draw as rows and columns.
+    """
+    layout = tile_layout(shape, indices, rows, cols)
+    panels = layout.panels[:MAX_PANELS]
+    n = len(panels)
+    grid_cols = min(n, 4) if n > 1 else 1
+    grid_rows = math.ceil(n / grid_cols)
+    panel_w, panel_h = (3.2, 2.4) if n > 1 else (5.6, 3.6)
+    fig = new_figure(panel_w * grid_cols + 0.4, panel_h * grid_rows + 0.9)
+    ax = fig.add_axes((0.02, 0.02, 0.96, 0.96 - 0.75 / fig.get_figheight()))
+    ax.set_axis_off()
+    ax.set_xlim(0, grid_cols)
+    ax.set_ylim(grid_rows, 0)
+    fontsize = 9 if n == 1 else 7
+    unlabelled = False
+    for k, panel in enumerate(panels):
+        gx, gy = k % grid_cols, k // grid_cols
+        pad = 0.06
+        top = 0.12 if layout.panel_dims else 0.0
+        if layout.panel_dims:
+            ax.text(gx + 0.5, gy + 0.06, _panel_title(layout, panel), ha="center", va="center",
+                    fontsize=8)
+        ok = _draw_panel(ax, layout, panel, gx + pad, gy + pad + top, 1 - 2 * pad,
+                         1 - 2 * pad - top, coords, fontsize,
+                         inches_per_unit=fig.get_figwidth() * 0.96 / grid_cols,
+                         inches_per_unit_y=(fig.get_figheight() * 0.96 - 0.75) / grid_rows)
+        unlabelled |= not ok
+    head = f"{title}  {tuple(shape)} {dtype}" + (f"  {format_spec(spec)}" if spec is not None else "")
+    note = _dims_text(layout)
+    if len(layout.panels) > MAX_PANELS:
+        note += f" · first {MAX_PANELS} of {len(layout.panels)} panels"
+    if unlabelled:
+        note += " · too many tiles to label: see report.shards(path)"
+    fig.text(0.02, 1 - 0.25 / fig.get_figheight(), head.strip(), fontsize=10, weight="bold",
+             va="center")
+    fig.text(0.02, 1 - 0.55 / fig.get_figheight(), note, fontsize=8, va="center", color="#444444")
+    fig.shardviz_layout = layout
+    return fig
+
+
+def mesh_figure(mesh) -> ShardvizFigure:
+    """The device grid of a mesh: axis names and sizes, device ids and coordinates.
+
+    1-D meshes are a row, 2-D a grid (first axis down, second across), 3-D
+    and more one grid per index of the leading axes.
+    """
+    names, shape = mesh.axis_names, mesh.shape
+    ids = mesh.device_ids
+    if len(shape) == 1:
+        grids = [((), ids.reshape(1, -1))]
+        row_name, col_name = None, f"{names[0]} ({shape[0]})"
+    else:
+        lead = shape[:-2]
+        import itertools
+
+        grids = [(idx, ids[idx]) for idx in itertools.product(*(range(s) for s in lead))] \
+            if lead else [((), ids)]
+        row_name, col_name = f"{names[-2]} ({shape[-2]})", f"{names[-1]} ({shape[-1]})"
+    grids = grids[:MAX_PANELS]
+    n = len(grids)
+    gc = min(n, 4)
+    gr = math.ceil(n / gc)
+    rows, cols = grids[0][1].shape
+    cell = max(0.18, min(0.9, 6.0 / max(cols, rows * 1.5)))
+    fig = new_figure(max(3.0, gc * (cols * cell + 0.8)), max(1.6, gr * (rows * cell + 0.7) + 0.5))
+    ax = fig.add_axes((0.03, 0.03, 0.94, 0.86))
+    ax.set_axis_off()
+    pw, ph = cols + 1.2, rows + 1.1
+    ax.set_xlim(0, gc * pw)
+    ax.set_ylim(gr * ph, 0)
+    labels = rows * cols * n <= 256
+    fontsize = 8 if rows * cols <= 16 else 6
+    coords = mesh.coords
+    for k, (lead_idx, grid) in enumerate(grids):
+        ox, oy = (k % gc) * pw + 0.9, (k // gc) * ph + 0.8
+        if lead_idx:
+            ax.text(ox + cols / 2, oy - 0.55, ", ".join(f"{names[i]}={v}" for i, v in enumerate(lead_idx)),
+                    ha="center", fontsize=8)
+        rects, faces = [], []
+        for r in range(rows):
+            for c in range(cols):
+                device = int(grid[r, c])
+                face, _ = device_style(device)
+                rects.append(Rectangle((ox + c, oy + r), 1, 1))
+                faces.append(face)
+                if labels:
+                    ax.text(ox + c + 0.5, oy + r + 0.5, _device_label(device, coords[device]),
+                            ha="center", va="center", fontsize=fontsize, color=text_colour(face))
+        ax.add_collection(PatchCollection(rects, facecolors=faces, edgecolors="white", linewidths=1))
+        ax.text(ox + cols / 2, oy - 0.15, col_name + " →", ha="center", va="bottom", fontsize=8)
+        if row_name:
+            ax.text(ox - 0.12, oy + rows / 2, row_name + " →", ha="right", va="center",
+                    rotation=90, fontsize=8)
+    title = "mesh " + " × ".join(f"{n}={s}" for n, s in zip(names, shape))
+    title += f"  ({mesh.size} devices{', abstract' if mesh.abstract else ''})"
+    fig.text(0.03, 0.96, title, fontsize=10, weight="bold", va="top")
+    return fig
+
+
+def _stacks(report):
+    """Per-device bytes of each part of memory, from the report."""
+    stacks = {"variables": report.variable_bytes_per_device}
+    trace = report.trace
+    if trace is not None:
+        opt = sum(o.bytes_per_device for o in trace.optimizer_variables)
+        if opt:
+            stacks["optimizer state"] = opt
+        mem = trace.memory
+        inputs = mem["argument_bytes"] - report.variable_bytes_per_device - opt
+        if inputs > 0:
+            stacks["inputs"] = inputs
+        stacks["layer outputs"] = sum(a.bytes_per_device or 0 for a in trace.activations)
+        stacks["temporaries"] = mem["temp_bytes"]
+    return stacks
+
+
+def memory_figure(report) -> ShardvizFigure:
+    """Bytes per device, stacked: variables, optimizer state, inputs, layer
+    outputs (the sum over all layers, an upper bound of what is live) and
+    XLA's temporaries."""
+    stacks = _stacks(report)
+    devices = sorted(report.mesh.coords)
+    fig = new_figure(min(12, 5.5 + 0.2 * len(devices)), 3.4)
+    ax = fig.add_axes((0.1, 0.16, 0.58, 0.62))
+    scale, unit = _unit(sum(stacks.values()))
+    bottom = [0.0] * len(devices)
+    for name, value in stacks.items():
+        ax.bar(range(len(devices)), [value / scale] * len(devices), bottom=bottom,
+               color=STACK_COLOURS[name], label=f"{name}: {human_bytes(value)}", width=0.8)
+        bottom = [b + value / scale for b in bottom]
+    step = max(1, len(devices) // 32)
+    ax.set_xticks(range(0, len(devices), step))
+    ax.set_xticklabels([str(d) for d in devices[::step]], fontsize=7)
+    ax.set_xlabel("device", fontsize=8)
+    ax.set_ylabel(f"{unit} per device", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    total = sum(stacks.values())
+    fig.text(0.02, 0.97, f"memory per device: {human_bytes(total)}", fontsize=10,
+             weight="bold", va="top")
+    fig.text(0.02, 0.9, _plan_line(report), fontsize=8, va="top", color="#444444")
+    return fig
+
+
+def _unit(largest: float) -> tuple[float, str]:
+    """A binary unit for an axis whose largest value is ``largest`` bytes."""
+    for power, name in ((4, "TiB"), (3, "GiB"), (2, "MiB"), (1, "KiB")):
+        if largest >= 1024 ** power:
+            return 1024 ** power, name
+    return 1, "B"
+
+
+def _plan_line(report) -> str:
+    mesh = " × ".join(f"{k}={v}" for k, v in report.plan.mesh_dict.items())
+    what = f"{report.trace.mode} {'train step' if report.trace.train_step else 'forward pass'}" \
+        if report.trace else "variables only (no forward pass)"
+    return f"{getattr(report.scan.model, 'name', '')} on {mesh}: {what}"
+
+
+AXIS_COLOURS = ("#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377")
+
+
+def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
+    """Layers in call order: how each output is split over the mesh axes,
+    with the collectives XLA inserts marked at their layer, sized by bytes."""
+    if report.trace is None:
+        raise ShardvizError(
+            "The flow picture needs a forward pass, and this report has none.",
+            hint="Analyse with inputs, e.g. shardviz.analyze(model, plan, inputs=(8, 128)).",
+        )
+    acts = report.trace.activations
+    shown = acts[:max_layers]
+    axis_colour = {a: AXIS_COLOURS[i % len(AXIS_COLOURS)]
+                   for i, a in enumerate(report.mesh.axis_names)}
+    by_layer: dict = {}
+    unplaced = []
+    layer_rows = {a.path[: -len("/output")]: i for i, a in enumerate(shown)}
+    for c in report.trace.collectives:
+        first = c.layer.split(", ")[0] if c.layer else ""
+        row = layer_rows.get(first)
+        (by_layer.setdefault(row, []) if row is not None else unplaced).append(c)
+    rows = len(shown) + (1 if unplaced else 0)
+    max_rank = max((len(a.shape) for a in shown), default=1)
+    fig = new_figure(2.2 + 0.5 * max_rank + 3.4, 0.9 + 0.3 * rows)
+    ax = fig.add_axes((0.01, 0.01, 0.98, 1 - 0.75 / fig.get_figheight()))
+    ax.set_axis_off()
+    name_w, dims_x = 3.4, 3.6
+    coll_x = dims_x + 0.95 * max_rank + 0.3
+    ax.set_xlim(0, coll_x + 6.0)
+    ax.set_ylim(rows, 0)
+    biggest = max((c.bytes_per_device for c in report.trace.collectives), default=1) or 1
+    for i, a in enumerate(shown):
+        name = a.path[: -len("/output")] + ("" if a.index == 0 else f"[{a.index}]")
+        if len(name) > 42:
+            name = "…" + name[-41:]
+        ax.text(name_w, i + 0.5, name, ha="right", va="center", fontsize=7, family="monospace")
+        spec = a.actual_spec or (None,) * len(a.shape)
+        for d, (size, axis) in enumerate(zip(a.shape, spec)):
+            x = dims_x + 0.95 * d
+            names = axis if isinstance(axis, tuple) else ((axis,) if axis else ())
+            face = axis_colour.get(names[0], "#BBBBBB") if names else "#EEEEEE"
+            ax.add_patch(Rectangle((x, i + 0.12), 0.88, 0.76, facecolor=face,
+                                   edgecolor="#999999", linewidth=0.5))
+            label = f"{size}" + (f"/{'+'.join(names)}" if names else "")
+            ax.text(x + 0.44, i + 0.5, label, ha="center", va="center", fontsize=6,
+                    color="white" if names else "#333333")
+        if a.honored is False:
+            ax.add_patch(Rectangle((dims_x - 0.05, i + 0.06), 0.95 * len(a.shape) + 0.02, 0.88,
+                                   fill=False, edgecolor="#CC3311", linewidth=1.6))
+            ax.text(coll_x - 0.1, i + 0.5, "✗", color="#CC3311", fontsize=9, ha="center",
+                    va="center")
+        _draw_collectives(ax, by_layer.get(i, []), coll_x, i, biggest)
+    if unplaced:
+        ax.text(name_w, rows - 0.5, "(not in a layer)", ha="right", va="center", fontsize=7,
+                style="italic")
+        _draw_collectives(ax, unplaced, coll_x, rows - 1, biggest)
+    title = f"layer outputs and collectives — {_plan_line(report)}"
+    more = f"  (first {max_layers} of {len(acts)} layers)" if len(acts) > max_layers else ""
+    fig.text(0.01, 1 - 0.22 / fig.get_figheight(), title + more, fontsize=9, weight="bold",
+             va="center")
+    x = 0.01
+    for a in report.mesh.axis_names:
+        fig.text(x, 1 - 0.5 / fig.get_figheight(), f"■ {a}", color=axis_colour[a], fontsize=8,
+                 va="center")
+        x += 0.02 + 0.012 * len(a)
+    fig.text(x + 0.02, 1 - 0.5 / fig.get_figheight(),
+             "dims: size/axis · ● collectives, area ∝ bytes · ✗ requested layout not honoured",
+             fontsize=7, va="center", color="#444444")
+    return fig
+
+
+def _draw_collectives(ax, collectives, x, row, biggest, per_row: int = 2, width: float = 2.7):
+    """Markers (area proportional to bytes) and one-line labels, left to right."""
+    for j, c in enumerate(collectives[:per_row]):
+        cx = x + 0.25 + j * width
+        ax.scatter([cx], [row + 0.5], s=15 + 160 * c.bytes_per_device / biggest,
+                   color=KIND_COLOURS.get(c.kind, "#888888"), edgecolors="white", linewidths=0.5,
+                   zorder=3)
+        axes = "+".join(c.axes) if c.axes else "?"
+        if not c.complete:
+            axes += f"({c.group_size})"
+        tag = {"backward": " bwd", "update": " upd"}.get(c.pass_, "")
+        ax.text(cx + 0.25, row + 0.5, f"{c.kind} {axes} {human_bytes(c.bytes_per_device)}{tag}",
+                ha="left", va="center", fontsize=6)
+    if len(collectives) > per_row:
+        ax.text(x + 0.25 + per_row * width, row + 0.5, f"+{len(collectives) - per_row}",
+                fontsize=6, va="center")
+
+
+def compare_figure(a, b, labels=("A", "B")) -> ShardvizFigure:
+    """Two reports side by side: memory per device, collective bytes by kind,
+    and problems by severity."""
+    fig = new_figure(11, 3.6)
+    reports = (a, b)
+    ax1 = fig.add_axes((0.06, 0.16, 0.22, 0.62))
+    stack_names = list(dict.fromkeys(n for r in reports for n in _stacks(r)))
+    bottoms = [0.0, 0.0]
+    scale, unit = _unit(max(sum(_stacks(r).values()) for r in reports))
+    for name in stack_names:
+        values = [_stacks(r).get(name, 0) / scale for r in reports]
+        ax1.bar(labels, values, bottom=bottoms, color=STACK_COLOURS[name], label=name)
+        bottoms = [x + y for x, y in zip(bottoms, values)]
+    ax1.set_title(f"memory per device ({unit})", fontsize=9)
+    ax1.tick_params(labelsize=7)
+    ax1.legend(fontsize=6, frameon=False)
+    ax2 = fig.add_axes((0.39, 0.16, 0.25, 0.62))
+    kinds = [k for k in KIND_COLOURS
+             if any(c.kind == k for r in reports if r.trace for c in r.trace.collectives)]
+    width = 0.38
+    totals = [sum(c.bytes_per_device for c in r.trace.collectives) if r.trace else 0
+              for r in reports]
+    cscale, cunit = _unit(max(totals + [1]))
+    for j, r in enumerate(reports):
+        values = [sum(c.bytes_per_device for c in r.trace.collectives if c.kind == k) / cscale
+                  if r.trace else 0 for k in kinds]
+        ax2.bar([i + (j - 0.5) * width for i in range(len(kinds))], values, width,
+                label=labels[j], color=["#4477AA", "#EE6677"][j])
+    ax2.set_xticks(range(len(kinds)))
+    ax2.set_xticklabels(kinds, fontsize=7, rotation=15)
+    ax2.set_title(f"collective bytes per device ({cunit})", fontsize=9)
+    ax2.tick_params(labelsize=7)
+    ax2.legend(fontsize=7, frameon=False)
+    if not kinds:
+        ax2.text(0.5, 0.5, "no collectives" if all(r.trace for r in reports) else "no forward pass",
+                 ha="center", va="center", transform=ax2.transAxes, fontsize=8)
+    ax3 = fig.add_axes((0.72, 0.16, 0.25, 0.62))
+    severities = ("error", "warning", "info")
+    for j, r in enumerate(reports):
+        counts = [sum(1 for p in r.problem_list if p.severity == s) for s in severities]
+        ax3.bar([i + (j - 0.5) * width for i in range(3)], counts, width, label=labels[j],
+                color=["#4477AA", "#EE6677"][j])
+    ax3.set_xticks(range(3))
+    ax3.set_xticklabels(severities, fontsize=7)
+    most = max([sum(1 for p in r.problem_list if p.severity == s) for r in reports
+                for s in severities] + [1])
+    ax3.set_ylim(0, most * 1.15)
+    from matplotlib.ticker import MaxNLocator
+
+    ax3.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax3.set_title("problems", fontsize=9)
+    ax3.tick_params(labelsize=7)
+    ax3.legend(fontsize=7, frameon=False)
+    for j, r in enumerate(reports):
+        fig.text(0.01, 0.97 - 0.06 * j, f"{labels[j]}: {_plan_line(r)}", fontsize=8, va="top")
+    return fig
+
+
+def grid_figure(report, paths=None, columns: int = 10) -> ShardvizFigure:
+    """Many variables' tiles in one figure, one small cell per variable."""
+    layouts = report.variable_layouts if paths is None else [report.variable(p) for p in paths]
+    n = len(layouts)
+    columns = max(1, min(columns, n))
+    grid_rows = math.ceil(n / columns)
+    fig = new_figure(1.6 * columns, 1.45 * grid_rows + 0.5)
+    ax = fig.add_axes((0.0, 0.0, 1.0, 1 - 0.4 / fig.get_figheight()))
+    ax.set_axis_off()
+    ax.set_xlim(0, columns)
+    ax.set_ylim(grid_rows, 0)
+    coords = report.mesh.coords
+    for k, vl in enumerate(layouts):
+        gx, gy = k % columns, k // columns
+        g = vl.geometry
+        layout = tile_layout(g.shape, g.indices())
+        name = vl.info.path if len(vl.info.path) <= 26 else "…" + vl.info.path[-25:]
+        ax.text(gx + 0.5, gy + 0.08, name, ha="center", va="center", fontsize=5.5,
+                family="monospace", color="#CC3311" if vl.status == "error" else "black")
+        ax.text(gx + 0.5, gy + 0.2, f"{g.shape} {format_spec(g.spec)}", ha="center",
+                va="center", fontsize=4.5, color="#444444")
+        panel = layout.panels[0]
+        _draw_panel(ax, layout, panel, gx + 0.08, gy + 0.28, 0.84, 0.64, coords, 4.5,
+                    labels=len(layout.tiles_in(panel)) <= 16, inches_per_unit=1.6,
+                    inches_per_unit_y=(fig.get_figheight() - 0.4) / grid_rows)
+    fig.text(0.01, 1 - 0.2 / fig.get_figheight(),
+             f"{n} variables — {_plan_line(report)}", fontsize=9, weight="bold", va="center")
+    return fig

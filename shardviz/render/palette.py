@@ -1,0 +1,52 @@
+"""One colour per device, the same in every figure.
+
+Colours come from Paul Tol's colour-blind-safe "muted" and "light" schemes
+(12 hues that stay apart under the common colour-vision deficiencies). From
+device 12 on, a hatch pattern is added, so 72 devices get distinct
+(colour, hatch) pairs; tiles are also labelled with device ids, which stay
+the source of truth on larger meshes.
+
+>>> device_style(0), device_style(12), device_style(13)
+(('#88CCEE', ''), ('#88CCEE', '///'), ('#CC6677', '///'))
+"""
+
+from __future__ import annotations
+
+HUES = (
+    "#88CCEE", "#CC6677", "#DDCC77", "#117733", "#332288", "#AA4499",
+    "#44AA99", "#999933", "#882255", "#EE8866", "#77AADD", "#BBCC33",
+)
+HATCHES = ("", "///", "...", "xxx", "\\\\\\", "+++")
+
+KIND_COLOURS = {
+    "all-reduce": "#CC6677",
+    "all-gather": "#332288",
+    "reduce-scatter": "#117733",
+    "all-to-all": "#DDCC77",
+    "collective-permute": "#AA4499",
+}
+"""Colours of collective kinds in flow and comparison figures."""
+
+STACK_COLOURS = {
+    "variables": "#332288",
+    "optimizer state": "#88CCEE",
+    "inputs": "#DDCC77",
+    "layer outputs": "#44AA99",
+    "temporaries": "#CC6677",
+}
+
+
+def device_style(device: int) -> tuple[str, str]:
+    """``(face colour, hatch)`` of a device id."""
+    return HUES[device % len(HUES)], HATCHES[(device // len(HUES)) % len(HATCHES)]
+
+
+def text_colour(face: str) -> str:
+    """Black or white, whichever reads better on ``face`` (a ``#rrggbb``).
+
+    >>> text_colour("#332288"), text_colour("#DDCC77")
+    ('white', 'black')
+    """
+    r, g, b = (int(face[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    return "black" if luminance > 0.45 else "white"
