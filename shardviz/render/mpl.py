@@ -9,8 +9,11 @@ layout themselves.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
+
+import numpy as np
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PatchCollection
@@ -41,6 +44,105 @@ class ShardvizFigure(Figure):
 
     def to_png(self) -> bytes:
         return self._repr_png_()
+
+
+class Board:
+    """A drawing area on a figure, in its own units with y pointing down.
+
+    It offers the few Axes methods the diagrams use, drawing straight on the
+    figure: an Axes costs more to create than a whole tile diagram to draw.
+    """
+
+    def __init__(self, fig, rect, xlim, ylim):
+        from matplotlib.transforms import Affine2D
+
+        left, bottom, width, height = rect
+        (x0, x1), (y0, y1) = xlim, ylim
+        sx, sy = width / (x1 - x0), height / (y1 - y0)
+        self.fig = fig
+        self.transform = Affine2D().translate(-x0, -y0).scale(sx, -sy).translate(
+            left, bottom + height) + fig.transFigure
+
+    def add_collection(self, collection):
+        collection.set_transform(self.transform)
+        self.fig.add_artist(collection)
+
+    def add_patch(self, patch):
+        patch.set_transform(self.transform)
+        self.fig.add_artist(patch)
+
+    def text(self, x, y, s, **kwargs):
+        return self.fig.text(x, y, s, transform=self.transform, **kwargs)
+
+    def labels(self, items, ha: str = "center", weight: str = "normal"):
+        """Many labels ``(x, y, text, colour, size)``, vertically centred on y
+        and aligned on x by ``ha`` ("center", "left" or "right"), drawn as one
+        collection of glyph outlines: far cheaper than one Text artist each."""
+        if not items:
+            return
+        from matplotlib.collections import PathCollection
+        from matplotlib.transforms import Affine2D
+
+        paths = [_label_path(text, round(size * 2) / 2, ha, weight)
+                 for _, _, text, _, size in items]
+        collection = PathCollection(
+            paths, offsets=[(x, y) for x, y, *_ in items], offset_transform=self.transform,
+            facecolors=[colour for *_, colour, _ in items], edgecolors="none", linewidths=0)
+        collection.set_transform(Affine2D().scale(self.fig.dpi / 72))
+        self.fig.add_artist(collection)
+
+    def scatter(self, xs, ys, s, color, **kwargs):
+        from matplotlib.collections import CircleCollection
+
+        circles = CircleCollection([s], offsets=list(zip(xs, ys)),
+                                   offset_transform=self.transform, facecolors=[color],
+                                   edgecolors=kwargs.get("edgecolors", "none"),
+                                   linewidths=kwargs.get("linewidths", 0))
+        circles.set_transform(Affine2DIdentity())
+        self.fig.add_artist(circles)
+
+
+@functools.lru_cache(maxsize=8192)
+def _label_path(text: str, size: float, ha: str = "center", weight: str = "normal"):
+    """The outline of ``text`` in points, its lines centred on (0, 0), or
+    starting at x = 0 for ``ha="left"``."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.path import Path
+    from matplotlib.textpath import TextPath
+
+    prop = FontProperties(family="DejaVu Sans", weight=weight)
+    lines = text.split("\n")
+    step = size * 1.25
+    vertices, codes = [], []
+    for i, line in enumerate(lines):
+        tp = TextPath((0, 0), line, size=size, prop=prop)
+        if not len(tp.vertices):
+            continue
+        ext = tp.get_extents()
+        dy = (len(lines) - 1) / 2 * step - i * step - size * 0.36
+        dx = {"center": (ext.x0 + ext.x1) / 2, "right": ext.x1}.get(ha, 0.0)
+        vertices.append(tp.vertices - (dx, -dy))
+        codes.append(tp.codes)
+    if not vertices:
+        return Path(np.zeros((1, 2)))
+    return Path(np.concatenate(vertices), np.concatenate(codes))
+
+
+def Affine2DIdentity():
+    from matplotlib.transforms import IdentityTransform
+
+    return IdentityTransform()
+
+
+def header(fig, lines):
+    """Left-aligned lines ``(text, size, weight, colour)`` at the top of a
+    figure, 0.25 inch apart."""
+    h = fig.get_figheight()
+    board = Board(fig, (0, 0, 1, 1), (0, fig.get_figwidth()), (0, h))
+    y = 0.22
+    for text, size, weight, colour in lines:
+        board.labels([(0.14, y, text, colour, size)], ha="left", weight=weight)
+        y += size / 72 * 1.9
 
 
 def new_figure(width: float, height: float) -> ShardvizFigure:
@@ -125,8 +227,7 @@ def _draw_panel(ax, layout: TileLayout, panel, x0, y0, w, h, coords, fontsize, l
         r.set_edgecolor("white")
         r.set_linewidth(0)
         ax.add_patch(r)
-    for x, y, text, colour, size in texts:
-        ax.text(x, y, text, ha="center", va="center", fontsize=size, color=colour)
+    ax.labels(texts)
     return show_labels or not labels
 
 
@@ -173,10 +274,8 @@ def tensor_figure(shape, dtype, indices, *, coords=None, title: str = "", spec=N
     grid_rows = math.ceil(n / grid_cols)
     panel_w, panel_h = (3.2, 2.4) if n > 1 else (5.6, 3.6)
     fig = new_figure(panel_w * grid_cols + 0.4, panel_h * grid_rows + 0.9)
-    ax = fig.add_axes((0.02, 0.02, 0.96, 0.96 - 0.75 / fig.get_figheight()))
-    ax.set_axis_off()
-    ax.set_xlim(0, grid_cols)
-    ax.set_ylim(grid_rows, 0)
+    ax = Board(fig, (0.02, 0.02, 0.96, 0.96 - 0.75 / fig.get_figheight()),
+               (0, grid_cols), (0, grid_rows))
     fontsize = 9 if n == 1 else 7
     unlabelled = False
     for k, panel in enumerate(panels):
@@ -184,8 +283,7 @@ def tensor_figure(shape, dtype, indices, *, coords=None, title: str = "", spec=N
         pad = 0.06
         top = 0.12 if layout.panel_dims else 0.0
         if layout.panel_dims:
-            ax.text(gx + 0.5, gy + 0.06, _panel_title(layout, panel), ha="center", va="center",
-                    fontsize=8)
+            ax.labels([(gx + 0.5, gy + 0.06, _panel_title(layout, panel), "black", 8)])
         ok = _draw_panel(ax, layout, panel, gx + pad, gy + pad + top, 1 - 2 * pad,
                          1 - 2 * pad - top, coords, fontsize,
                          inches_per_unit=fig.get_figwidth() * 0.96 / grid_cols,
@@ -197,9 +295,7 @@ def tensor_figure(shape, dtype, indices, *, coords=None, title: str = "", spec=N
         note += f" · first {MAX_PANELS} of {len(layout.panels)} panels"
     if unlabelled:
         note += " · too many tiles to label: see report.shards(path)"
-    fig.text(0.02, 1 - 0.25 / fig.get_figheight(), head.strip(), fontsize=10, weight="bold",
-             va="center")
-    fig.text(0.02, 1 - 0.55 / fig.get_figheight(), note, fontsize=8, va="center", color="#444444")
+    header(fig, [(head.strip(), 10, "bold", "black"), (note, 8, "normal", "#444444")])
     fig.shardviz_layout = layout
     return fig
 
@@ -229,20 +325,19 @@ def mesh_figure(mesh) -> ShardvizFigure:
     rows, cols = grids[0][1].shape
     cell = max(0.18, min(0.9, 6.0 / max(cols, rows * 1.5)))
     fig = new_figure(max(3.0, gc * (cols * cell + 0.8)), max(1.6, gr * (rows * cell + 0.7) + 0.5))
-    ax = fig.add_axes((0.03, 0.03, 0.94, 0.86))
-    ax.set_axis_off()
     pw, ph = cols + 1.2, rows + 1.1
-    ax.set_xlim(0, gc * pw)
-    ax.set_ylim(gr * ph, 0)
+    ax = Board(fig, (0.03, 0.03, 0.94, 0.94 - 0.45 / fig.get_figheight()), (0, gc * pw), (0, gr * ph))
     labels = rows * cols * n <= 256
     fontsize = 8 if rows * cols <= 16 else 6
     coords = mesh.coords
+    texts_axes = []
     for k, (lead_idx, grid) in enumerate(grids):
         ox, oy = (k % gc) * pw + 0.9, (k // gc) * ph + 0.8
         if lead_idx:
-            ax.text(ox + cols / 2, oy - 0.55, ", ".join(f"{names[i]}={v}" for i, v in enumerate(lead_idx)),
-                    ha="center", fontsize=8)
-        rects, faces = [], []
+            texts_axes.append((ox + cols / 2, oy - 0.7,
+                               ", ".join(f"{names[i]}={v}" for i, v in enumerate(lead_idx)),
+                               "black", 8))
+        rects, faces, texts = [], [], []
         for r in range(rows):
             for c in range(cols):
                 device = int(grid[r, c])
@@ -250,16 +345,18 @@ def mesh_figure(mesh) -> ShardvizFigure:
                 rects.append(Rectangle((ox + c, oy + r), 1, 1))
                 faces.append(face)
                 if labels:
-                    ax.text(ox + c + 0.5, oy + r + 0.5, _device_label(device, coords[device]),
-                            ha="center", va="center", fontsize=fontsize, color=text_colour(face))
+                    texts.append((ox + c + 0.5, oy + r + 0.5, _device_label(device, coords[device]),
+                                  text_colour(face), fontsize))
         ax.add_collection(PatchCollection(rects, facecolors=faces, edgecolors="white", linewidths=1))
-        ax.text(ox + cols / 2, oy - 0.15, col_name + " →", ha="center", va="bottom", fontsize=8)
+        ax.labels(texts)
+        texts_axes.append((ox + cols / 2, oy - 0.3, col_name + " →", "black", 8))
         if row_name:
             ax.text(ox - 0.12, oy + rows / 2, row_name + " →", ha="right", va="center",
                     rotation=90, fontsize=8)
+    ax.labels(texts_axes)
     title = "mesh " + " × ".join(f"{n}={s}" for n, s in zip(names, shape))
     title += f"  ({mesh.size} devices{', abstract' if mesh.abstract else ''})"
-    fig.text(0.03, 0.96, title, fontsize=10, weight="bold", va="top")
+    header(fig, [(title, 10, "bold", "black")])
     return fig
 
 
@@ -348,18 +445,17 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     rows = len(shown) + (1 if unplaced else 0)
     max_rank = max((len(a.shape) for a in shown), default=1)
     fig = new_figure(2.2 + 0.5 * max_rank + 3.4, 0.9 + 0.3 * rows)
-    ax = fig.add_axes((0.01, 0.01, 0.98, 1 - 0.75 / fig.get_figheight()))
-    ax.set_axis_off()
     name_w, dims_x = 3.4, 3.6
     coll_x = dims_x + 0.95 * max_rank + 0.3
-    ax.set_xlim(0, coll_x + 6.0)
-    ax.set_ylim(rows, 0)
+    ax = Board(fig, (0.01, 0.01, 0.98, 1 - 0.75 / fig.get_figheight()), (0, coll_x + 6.0),
+               (0, rows))
     biggest = max((c.bytes_per_device for c in report.trace.collectives), default=1) or 1
+    names_out, dims_out, marks = [], [], []
     for i, a in enumerate(shown):
         name = a.path[: -len("/output")] + ("" if a.index == 0 else f"[{a.index}]")
         if len(name) > 42:
             name = "…" + name[-41:]
-        ax.text(name_w, i + 0.5, name, ha="right", va="center", fontsize=7, family="monospace")
+        names_out.append((name_w, i + 0.5, name, "black", 7))
         spec = a.actual_spec or (None,) * len(a.shape)
         for d, (size, axis) in enumerate(zip(a.shape, spec)):
             x = dims_x + 0.95 * d
@@ -368,49 +464,49 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
             ax.add_patch(Rectangle((x, i + 0.12), 0.88, 0.76, facecolor=face,
                                    edgecolor="#999999", linewidth=0.5))
             label = f"{size}" + (f"/{'+'.join(names)}" if names else "")
-            ax.text(x + 0.44, i + 0.5, label, ha="center", va="center", fontsize=6,
-                    color="white" if names else "#333333")
+            dims_out.append((x + 0.44, i + 0.5, label, "white" if names else "#333333", 6))
         if a.honored is False:
             ax.add_patch(Rectangle((dims_x - 0.05, i + 0.06), 0.95 * len(a.shape) + 0.02, 0.88,
                                    fill=False, edgecolor="#CC3311", linewidth=1.6))
-            ax.text(coll_x - 0.1, i + 0.5, "✗", color="#CC3311", fontsize=9, ha="center",
-                    va="center")
-        _draw_collectives(ax, by_layer.get(i, []), coll_x, i, biggest)
+            dims_out.append((coll_x - 0.1, i + 0.5, "✗", "#CC3311", 9))
+        marks += _draw_collectives(ax, by_layer.get(i, []), coll_x, i, biggest)
     if unplaced:
-        ax.text(name_w, rows - 0.5, "(not in a layer)", ha="right", va="center", fontsize=7,
-                style="italic")
-        _draw_collectives(ax, unplaced, coll_x, rows - 1, biggest)
+        names_out.append((name_w, rows - 0.5, "(not in a layer)", "#444444", 7))
+        marks += _draw_collectives(ax, unplaced, coll_x, rows - 1, biggest)
+    ax.labels(names_out, ha="right")
+    ax.labels(dims_out)
+    ax.labels(marks, ha="left")
     title = f"layer outputs and collectives — {_plan_line(report)}"
     more = f"  (first {max_layers} of {len(acts)} layers)" if len(acts) > max_layers else ""
-    fig.text(0.01, 1 - 0.22 / fig.get_figheight(), title + more, fontsize=9, weight="bold",
-             va="center")
-    x = 0.01
+    header(fig, [(title + more, 9, "bold", "black")])
+    key = Board(fig, (0, 0, 1, 1), (0, fig.get_figwidth()), (0, fig.get_figheight()))
+    x, items = 0.14, []
     for a in report.mesh.axis_names:
-        fig.text(x, 1 - 0.5 / fig.get_figheight(), f"■ {a}", color=axis_colour[a], fontsize=8,
-                 va="center")
-        x += 0.02 + 0.012 * len(a)
-    fig.text(x + 0.02, 1 - 0.5 / fig.get_figheight(),
-             "dims: size/axis · ● collectives, area ∝ bytes · ✗ requested layout not honoured",
-             fontsize=7, va="center", color="#444444")
+        items.append((x, 0.5, f"■ {a}", axis_colour[a], 8))
+        x += 0.25 + 0.07 * len(a)
+    items.append((x + 0.1, 0.5, "dims: size/axis · ● collectives, area ∝ bytes · "
+                  "✗ requested layout not honoured", "#444444", 7))
+    key.labels(items, ha="left")
     return fig
 
 
 def _draw_collectives(ax, collectives, x, row, biggest, per_row: int = 2, width: float = 2.7):
-    """Markers (area proportional to bytes) and one-line labels, left to right."""
+    """Markers (area proportional to bytes), left to right; returns their labels."""
+    labels = []
     for j, c in enumerate(collectives[:per_row]):
         cx = x + 0.25 + j * width
         ax.scatter([cx], [row + 0.5], s=15 + 160 * c.bytes_per_device / biggest,
-                   color=KIND_COLOURS.get(c.kind, "#888888"), edgecolors="white", linewidths=0.5,
-                   zorder=3)
+                   color=KIND_COLOURS.get(c.kind, "#888888"), edgecolors="white", linewidths=0.5)
         axes = "+".join(c.axes) if c.axes else "?"
         if not c.complete:
             axes += f"({c.group_size})"
         tag = {"backward": " bwd", "update": " upd"}.get(c.pass_, "")
-        ax.text(cx + 0.25, row + 0.5, f"{c.kind} {axes} {human_bytes(c.bytes_per_device)}{tag}",
-                ha="left", va="center", fontsize=6)
+        labels.append((cx + 0.25, row + 0.5,
+                       f"{c.kind} {axes} {human_bytes(c.bytes_per_device)}{tag}", "black", 6))
     if len(collectives) > per_row:
-        ax.text(x + 0.25 + per_row * width, row + 0.5, f"+{len(collectives) - per_row}",
-                fontsize=6, va="center")
+        labels.append((x + 0.25 + per_row * width, row + 0.5, f"+{len(collectives) - per_row}",
+                       "black", 6))
+    return labels
 
 
 def compare_figure(a, b, labels=("A", "B")) -> ShardvizFigure:
@@ -478,24 +574,21 @@ def grid_figure(report, paths=None, columns: int = 10) -> ShardvizFigure:
     columns = max(1, min(columns, n))
     grid_rows = math.ceil(n / columns)
     fig = new_figure(1.6 * columns, 1.45 * grid_rows + 0.5)
-    ax = fig.add_axes((0.0, 0.0, 1.0, 1 - 0.4 / fig.get_figheight()))
-    ax.set_axis_off()
-    ax.set_xlim(0, columns)
-    ax.set_ylim(grid_rows, 0)
+    ax = Board(fig, (0.0, 0.0, 1.0, 1 - 0.4 / fig.get_figheight()), (0, columns), (0, grid_rows))
     coords = report.mesh.coords
+    titles = []
     for k, vl in enumerate(layouts):
         gx, gy = k % columns, k // columns
         g = vl.geometry
         layout = tile_layout(g.shape, g.indices())
-        name = vl.info.path if len(vl.info.path) <= 26 else "…" + vl.info.path[-25:]
-        ax.text(gx + 0.5, gy + 0.08, name, ha="center", va="center", fontsize=5.5,
-                family="monospace", color="#CC3311" if vl.status == "error" else "black")
-        ax.text(gx + 0.5, gy + 0.2, f"{g.shape} {format_spec(g.spec)}", ha="center",
-                va="center", fontsize=4.5, color="#444444")
+        name = vl.info.path if len(vl.info.path) <= 30 else "…" + vl.info.path[-29:]
+        titles.append((gx + 0.5, gy + 0.08, name, "#CC3311" if vl.status == "error" else "black",
+                       5.5))
+        titles.append((gx + 0.5, gy + 0.2, f"{g.shape} {format_spec(g.spec)}", "#444444", 4.5))
         panel = layout.panels[0]
         _draw_panel(ax, layout, panel, gx + 0.08, gy + 0.28, 0.84, 0.64, coords, 4.5,
                     labels=len(layout.tiles_in(panel)) <= 16, inches_per_unit=1.6,
                     inches_per_unit_y=(fig.get_figheight() - 0.4) / grid_rows)
-    fig.text(0.01, 1 - 0.2 / fig.get_figheight(),
-             f"{n} variables — {_plan_line(report)}", fontsize=9, weight="bold", va="center")
+    ax.labels(titles)
+    header(fig, [(f"{n} variables — {_plan_line(report)}", 9, "bold", "black")])
     return fig
