@@ -6,8 +6,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
+CHROMIUM ?= /usr/bin/chromium
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || command -v sudo)
 
-.PHONY: setup lab test unit notebooks-check notebooks bench clean
+.PHONY: setup browser lab test notebooks bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,11 +19,20 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The browser test drives Debian's Chromium with Playwright (never `playwright install`).
+browser:
+	@test -x $(CHROMIUM) || ( $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium > /dev/null )
+	@$(CHROMIUM) --version
+
 lab: setup
 	$(BIN)/jupyter lab notebooks/
 
-test: setup
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests
+test: setup browser
+	SHARDVIZ_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests
+
+bench: setup
+	for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

@@ -35,6 +35,8 @@ _LAZY = {
     "Report": ("shardviz.report", "Report"),
     "show_sharding": ("shardviz.pictures", "show_sharding"),
     "compare": ("shardviz.pictures", "compare"),
+    "Explorer": ("shardviz.widgets.explorer", "Explorer"),
+    "examples": ("shardviz.examples", None),
 }
 
 __all__ = ["simulate_devices", "Plan", "Rule", "Problem", "ShardvizError", *_LAZY]
@@ -43,7 +45,8 @@ __all__ = ["simulate_devices", "Plan", "Rule", "Problem", "ShardvizError", *_LAZ
 def __getattr__(name):
     if name in _LAZY:
         module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
+        value = importlib.import_module(module)
+        value = value if attr is None else getattr(value, attr)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'shardviz' has no attribute {name!r}")

@@ -32,7 +32,7 @@ BLOCKING = {"conflict", "indivisible", "rank-mismatch", "unknown-axis", "duplica
 
 
 def analyze(model_or_builder, plan, inputs=None, *, mode: str | None = None,
-            train_step: bool = False, optimizer=None,
+            train_step: bool = False, optimizer=None, progress=None,
             replicated_threshold: int = checks.DEFAULT_REPLICATED_THRESHOLD,
             abstract_mesh: bool | None = None) -> Report:
     """Analyse how ``plan`` lays out a model, and with ``inputs`` run it.
@@ -60,6 +60,8 @@ def analyze(model_or_builder, plan, inputs=None, *, mode: str | None = None,
         train_step: also analyse a training step (forward, backward and
             optimizer update): gradient collectives, optimizer slot layouts.
         optimizer: the Keras optimizer for ``train_step`` (default Adam).
+        progress: called with the name of each stage of the forward pass
+            (``"tracing"``, ``"compiling"``, ...), for progress displays.
         replicated_threshold: variables of at least this many bytes that
             stay fully replicated are reported.
         abstract_mesh: force (True) or forbid (False) an abstract mesh; by
@@ -94,7 +96,8 @@ def analyze(model_or_builder, plan, inputs=None, *, mode: str | None = None,
         else:
             try:
                 traced = run_trace(scan, plan, mesh, var_layouts, inputs, mode=mode,
-                                   train_step=train_step, optimizer=optimizer)
+                                   train_step=train_step, optimizer=optimizer,
+                                   progress=progress)
             except ShardvizError as e:
                 trace_error = e
         if trace_error is not None:

@@ -353,8 +353,12 @@ def _optimizer_layouts(optimizer, model, plan, mesh, sharding_of):
 
 
 def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | None = None,
-          train_step: bool = False, optimizer=None, seed: int = 0) -> Trace:
+          train_step: bool = False, optimizer=None, seed: int = 0, progress=None) -> Trace:
     """Trace, compile and (in concrete mode) run the model under ``plan``.
+
+    ``progress(stage)``, if given, is called as each stage starts:
+    ``"placing"``, ``"tracing"``, ``"compiling"``, ``"running"``,
+    ``"train step"`` and finally ``"done"``.
 
     Raises:
         ShardvizError: for too few devices, inputs that do not fit the model
@@ -393,7 +397,9 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
                     for v in vs]
         return [_initial_value(v, sharding_of[id(v)]) for v in vs]
 
+    progress = progress or (lambda stage: None)
     seconds = {}
+    progress("placing")
     t = time.perf_counter()
     tv, ntv = placed(trainable), placed(non_trainable)
     if mode == "concrete":
@@ -417,7 +423,7 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         recorder.mark_outputs(outputs)
         return outputs
 
-    compiled = _compile(forward, (tv, ntv, x), name, recorder, seconds, "forward")
+    compiled = _compile(forward, (tv, ntv, x), name, recorder, seconds, "forward", progress)
     recorder.set_returned(compiled.output_shardings)
     activations = recorder.activations()
     layer_paths = [o.layer_path for o in scan.outputs] or [a.path[: -len("/output")]
@@ -430,14 +436,17 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         seconds=seconds,
     )
     if mode == "concrete":
+        progress("running")
         t = time.perf_counter()
         result.outputs = jax.block_until_ready(compiled(tv, ntv, x))
         seconds["run"] = time.perf_counter() - t
         result.variables = {v.path: value for v, value in zip(trainable + non_trainable, tv + ntv)}
 
     if train_step:
+        progress("train step")
         _add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, optimizer,
                         name, seconds)
+    progress("done")
     return result
 
 
@@ -468,14 +477,17 @@ def _collectives(compiled, mesh, layer_paths):
     return out
 
 
-def _compile(fn, args, name, recorder, seconds, what):
+def _compile(fn, args, name, recorder, seconds, what, progress=None):
     import jax
 
+    progress = progress or (lambda stage: None)
     t = time.perf_counter()
     try:
+        progress("tracing")
         lowered = jax.jit(fn).lower(*args)
         seconds[f"{what}_trace"] = time.perf_counter() - t
         t = time.perf_counter()
+        progress("compiling")
         compiled = lowered.compile()
         seconds[f"{what}_compile"] = time.perf_counter() - t
     except ShardvizError:

@@ -26,6 +26,11 @@ CSS = """
 """
 
 
+def styled(inner: str) -> str:
+    """HTML wrapped so that the report's table styles apply to it."""
+    return CSS + f'<div class="shardviz-report">{inner}</div>'
+
+
 def _e(x) -> str:
     return html.escape("" if x is None else str(x))
 

@@ -155,12 +155,28 @@ def report_text(report, width: int = 120, max_rows: int | None = 40) -> str:
 
 def jax_text(shape, sharding, *, width: int = 80) -> str:
     """What ``jax.debug.visualize_sharding`` prints for a 1-D or 2-D tensor,
-    as plain text."""
-    import contextlib
+    as plain text.
+
+    JAX prints through a ``rich`` Console it creates itself; inside Jupyter
+    such a console displays HTML instead of writing to stdout. So for the
+    duration of the call the Console class JAX looks up is one that writes to
+    a buffer, never to the notebook.
+    """
+    import rich.console
 
     import jax
 
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    original = rich.console.Console
+
+    class _Capturing(original):
+        def __init__(self, *args, **kwargs):
+            kwargs.update(file=buf, force_jupyter=False, force_terminal=False)
+            super().__init__(*args, **kwargs)
+
+    rich.console.Console = _Capturing
+    try:
         jax.debug.visualize_sharding(tuple(shape), sharding, use_color=False, max_width=width)
+    finally:
+        rich.console.Console = original
     return buf.getvalue()

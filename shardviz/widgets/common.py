@@ -1,0 +1,69 @@
+"""What every shardviz widget shares: guarded callbacks and small pieces.
+
+Widget callbacks never print and never raise. Anything they would write
+(an exception, a warning from Keras or JAX) is shown inside the app, so that
+a notebook holding an Explorer has stable outputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import warnings
+
+from ..errors import ShardvizError
+
+
+class Guard:
+    """Runs callbacks; shows their errors and warnings in ``show(html)``."""
+
+    def __init__(self, show):
+        self.show = show
+        self.warnings: list[str] = []
+
+    @contextlib.contextmanager
+    def __call__(self, what: str = ""):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                yield
+            except ShardvizError as e:
+                self.show(error_html(e.message, e.hint))
+            except Exception as e:  # a widget must never die from a bad edit
+                self.show(error_html(f"{what} failed: {type(e).__name__}: {e}"))
+        for w in caught:
+            text = f"{w.category.__name__}: {w.message}"
+            if text not in self.warnings:
+                self.warnings.append(text)
+        del self.warnings[:-20]
+
+    def wrap(self, fn, what: str = ""):
+        """``fn`` as a callback that never raises and never prints."""
+
+        def callback(*args, **kwargs):
+            with self(what):
+                fn(*args, **kwargs)
+
+        return callback
+
+
+def error_html(message: str, hint: str = "") -> str:
+    text = f'<span class="shardviz-error" style="color:#b00020">{html.escape(message)}</span>'
+    if hint:
+        text += f'<br><span style="color:#555">{html.escape(hint)}</span>'
+    return text
+
+
+def note_html(message: str, colour: str = "#555") -> str:
+    return f'<span style="color:{colour}">{html.escape(message)}</span>'
+
+
+def png(fig) -> bytes:
+    """A figure's PNG bytes, for a ``widgets.Image``."""
+    return fig._repr_png_()
+
+
+def set_if_changed(widget, name: str, value):
+    """Assign a trait only when it differs (each assignment is a message)."""
+    if getattr(widget, name) != value:
+        setattr(widget, name, value)

@@ -1,0 +1,417 @@
+"""The Explorer: edit the mesh and the rules, see every layout at once.
+
+>>> import shardviz
+>>> from shardviz import examples
+>>> app = shardviz.Explorer(examples.mlp, inputs=(8, 16), plan=examples.megatron_plan())
+>>> app.plan.mesh_dict
+{'batch': 2, 'model': 4}
+>>> app.report.trace.collectives[0].kind
+'all-reduce'
+>>> app.set_plan(app.plan.with_rule(".*down/bias", ("model",)))
+>>> app.report.variables.set_index("path").loc["down/bias", "spec"]
+('model',)
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import time
+
+import ipywidgets as widgets
+
+from ..analysis import analyze
+from ..errors import ShardvizError
+from ..model_scan import Scan, scan as scan_model
+from ..plan import Plan, as_plan
+from ..render.html import collectives_html, problems_html, styled, variables_html
+from ..render.text import summary_line
+from .common import Guard, error_html, note_html, png, set_if_changed
+from .mesh import MeshEditor
+from .rules import RuleEditor
+
+TABS = ("Tensor", "Variables", "Problems", "Memory", "Communication", "Export")
+STAGES = ("placing", "tracing", "compiling", "running", "train step", "done")
+
+
+class Explorer:
+    """An ipywidgets app over one model: mesh editor, rule editor, pictures.
+
+    Args:
+        model_or_builder: a built Keras model or a zero-argument builder (it
+            is scanned once, without allocating).
+        inputs: model inputs (shapes, ShapeDtypeStructs or arrays) for the
+            forward pass; without them only variables are shown.
+        plan: the plan to start from (default: data parallel over all devices).
+        auto_run: re-run the forward pass after each edit when the last run
+            took at most ``cheap_seconds``.
+        train_step: analyse a training step instead of a forward pass.
+
+    ``explorer.plan`` is always the current plan and ``explorer.report`` the
+    report of the current plan (with the forward pass once it has run).
+    Display the Explorer by leaving it last in a cell.
+    """
+
+    def __init__(self, model_or_builder, inputs=None, plan=None, *, auto_run: bool = True,
+                 cheap_seconds: float = 1.0, train_step: bool = False):
+        import jax
+
+        self.scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
+            model_or_builder, inputs=inputs)
+        self.inputs = inputs
+        self.train_step = train_step
+        self.cheap_seconds = cheap_seconds
+        self.device_count = jax.device_count()
+        self._plan = as_plan(plan) if plan is not None else Plan.data_parallel(self.device_count)
+        self.report = analyze(self.scan, self._plan)
+        self.traced = None
+        """The last report with a forward pass (possibly of an older plan)."""
+        self.last_run_seconds: float | None = None
+        self._history, self._future = [], []
+        self._dirty = set(TABS)
+        self._build()
+        self.guard = Guard(self._show_error)
+        self.auto_run.value = auto_run and inputs is not None
+        with self.guard("Showing the plan"):
+            self._refresh()
+        if inputs is not None and auto_run:
+            self.run()
+
+    # ------------------------------------------------------------ public API
+    @property
+    def plan(self) -> Plan:
+        """The current plan."""
+        return self._plan
+
+    def set_plan(self, plan) -> None:
+        """Replace the current plan (a Plan, Keras distribution or plan dict)."""
+        error = self.propose(lambda _: as_plan(plan), raise_errors=True)
+        if error:
+            raise ShardvizError("The plan was not applied.")
+
+    def run(self) -> None:
+        """Run the forward pass (or train step) under the current plan."""
+        with self.guard("The forward pass"):
+            self._run()
+
+    def undo(self) -> None:
+        if self._history:
+            self._future.append(self._plan)
+            self._apply(self._history.pop(), record=False)
+
+    def redo(self) -> None:
+        if self._future:
+            self._history.append(self._plan)
+            self._apply(self._future.pop(), record=False)
+
+    @property
+    def forward_is_fresh(self) -> bool:
+        return self.traced is not None and self.traced.plan == self._plan
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.app._repr_mimebundle_(**kwargs)
+
+    # ------------------------------------------------------------ editing
+    def propose(self, edit, raise_errors: bool = False):
+        """Apply ``edit(plan) -> plan``. Returns None, or the HTML of why the
+        edit was refused (the last good plan stays)."""
+        try:
+            new = edit(self._plan)
+            if new == self._plan:
+                return None
+            self._apply(new)
+        except ShardvizError as e:
+            if raise_errors:
+                raise
+            return error_html(e.message, e.hint)
+        return None
+
+    def _apply(self, plan: Plan, record: bool = True):
+        report = analyze(self.scan, plan)
+        if record:
+            self._history.append(self._plan)
+            self._future.clear()
+        self._plan, self.report = plan, report
+        self._refresh()
+        cheap = self.last_run_seconds is not None and self.last_run_seconds <= self.cheap_seconds
+        if self.inputs is not None and self.auto_run.value and cheap:
+            self._run()
+
+    # ------------------------------------------------------------ forward pass
+    def _run(self):
+        if self.inputs is None:
+            self.run_status.value = note_html("Give the Explorer inputs=... to run the forward pass.")
+            return
+        self.progress.layout.visibility = "visible"
+        self.progress.value = 0
+        self.run_button.disabled = True
+
+        def progress(stage):
+            self.progress.value = STAGES.index(stage) + 1 if stage in STAGES else self.progress.value
+            self.run_status.value = note_html(f"{stage}…")
+
+        start = time.perf_counter()
+        try:
+            report = analyze(self.scan, self._plan, self.inputs, train_step=self.train_step,
+                             progress=progress)
+        finally:
+            self.run_button.disabled = False
+            self.progress.layout.visibility = "hidden"
+        self.last_run_seconds = time.perf_counter() - start
+        if report.trace_error is not None:
+            self.run_status.value = error_html("Forward pass failed: " + report.trace_error.message,
+                                               report.trace_error.hint)
+            self.report = report
+            self.traced = None
+            self.last_run_seconds = None
+        else:
+            what = "train step" if self.train_step else "forward pass"
+            self.run_status.value = note_html(
+                f"{report.trace.mode} {what} done in {self.last_run_seconds:.2f} s", "#1b7f3b")
+            self.report = self.traced = report
+        self._dirty = set(TABS)
+        self._refresh(editors=False)
+
+    # ------------------------------------------------------------ layout
+    def _build(self):
+        W = widgets
+        self.header = W.HTML()
+        self.header.add_class("shardviz-header")
+        self.error = W.HTML()
+        self.mesh_editor = MeshEditor(self._propose_from_editor, self.device_count)
+        self.rule_editor = RuleEditor(self._propose_from_editor)
+        undo = W.Button(description="undo", icon="undo", layout=W.Layout(width="90px"))
+        redo = W.Button(description="redo", icon="repeat", layout=W.Layout(width="90px"))
+        undo.on_click(lambda _: self._guarded(self.undo))
+        redo.on_click(lambda _: self._guarded(self.redo))
+        self.undo_button, self.redo_button = undo, redo
+
+        self.run_button = W.Button(description="Run forward pass", icon="play",
+                                   button_style="primary", layout=W.Layout(width="180px"))
+        self.run_button.add_class("shardviz-run")
+        self.run_button.on_click(lambda _: self.run())
+        self.progress = W.IntProgress(min=0, max=len(STAGES), layout=W.Layout(width="140px",
+                                                                             visibility="hidden"))
+        self.run_status = W.HTML()
+        self.run_status.add_class("shardviz-run-status")
+        self.auto_run = W.Checkbox(description="re-run after edits when cheap", indent=False,
+                                   layout=W.Layout(width="230px"))
+        controls = W.HBox([self.run_button, self.progress, self.run_status, self.auto_run])
+
+        # Tensor tab
+        self.filter = W.Text(placeholder="filter paths…", layout=W.Layout(width="260px"))
+        self.filter.add_class("shardviz-filter")
+        self.filter.observe(lambda _: self._guarded(self._update_paths), "value")
+        self.picker = W.Select(rows=14, layout=W.Layout(width="320px"))
+        self.picker.add_class("shardviz-picker")
+        self.picker.observe(lambda _: self._guarded(self._render_tensor), "value")
+        self.rows_dim = W.Dropdown(description="rows", options=[("auto", None)],
+                                   layout=W.Layout(width="150px"))
+        self.cols_dim = W.Dropdown(description="cols", options=[("auto", None)],
+                                   layout=W.Layout(width="150px"))
+        for dd in (self.rows_dim, self.cols_dim):
+            dd.observe(lambda _: self._guarded(self._render_tensor), "value")
+        self.picture = W.Image(format="png", layout=W.Layout(max_width="640px"))
+        self.picture.add_class("shardviz-picture")
+        self.jax_text = W.HTML()
+        self.explanation = W.HTML()
+        tensor_tab = W.HBox([
+            W.VBox([self.filter, self.picker]),
+            W.VBox([W.HBox([self.rows_dim, self.cols_dim]), self.picture, self.explanation,
+                    self.jax_text]),
+        ])
+        # Tables
+        self.variables_table = W.HTML()
+        self.variables_table.add_class("shardviz-variables")
+        self.problems_table = W.HTML()
+        self.memory_note = W.HTML()
+        self.memory_picture = W.Image(format="png")
+        self.comm_note = W.HTML()
+        self.comm_table = W.HTML()
+        self.comm_table.add_class("shardviz-collectives")
+        self.flow_picture = W.Image(format="png")
+        self.flow_picture.add_class("shardviz-flow")
+        # Export
+        python_button = W.Button(description="Copy as Python", icon="copy",
+                                 layout=W.Layout(width="160px"))
+        python_button.on_click(lambda _: self._guarded(self._show_python))
+        self.python_code = W.Textarea(layout=W.Layout(width="640px", height="180px"))
+        self.json_text = W.Textarea(layout=W.Layout(width="640px", height="160px"))
+        self.json_text.add_class("shardviz-json")
+        load_json = W.Button(description="Load JSON", icon="upload", layout=W.Layout(width="130px"))
+        load_json.on_click(lambda _: self._guarded(self._load_json_text))
+        self.upload = W.FileUpload(accept=".json", multiple=False, description="Open file")
+        self.upload.observe(lambda _: self._guarded(self._load_upload), "value")
+        self.download = W.HTML()
+        self.export_message = W.HTML()
+        export_tab = W.VBox([
+            W.HBox([python_button, W.HTML("<i>select the code and copy it</i>")]), self.python_code,
+            W.HTML("<b>Plan as JSON</b> (edit and load, open a file, or download)"),
+            self.json_text, W.HBox([load_json, self.upload, self.download]), self.export_message,
+        ])
+        self.tabs = W.Tab(children=[
+            tensor_tab, self.variables_table, self.problems_table,
+            W.VBox([self.memory_note, self.memory_picture]),
+            W.VBox([self.comm_note, self.comm_table, self.flow_picture]), export_tab,
+        ])
+        self.tabs.titles = TABS
+        self.tabs.observe(lambda _: self._guarded(self._render_visible), "selected_index")
+        self.mesh_editor.box.layout = W.Layout(width="460px", margin="0 24px 0 0")
+        editors = W.HBox([self.mesh_editor.box, W.VBox([self.rule_editor.box, W.HBox([undo, redo])])],
+                         layout=W.Layout(flex_flow="row wrap"))
+        self.app = W.VBox([self.header, controls, self.error, editors, self.tabs])
+        self.app.add_class("shardviz-explorer")
+
+    def _guarded(self, fn):
+        with self.guard():
+            fn()
+
+    def _show_error(self, text):
+        self.error.value = text
+
+    def _propose_from_editor(self, edit):
+        self.error.value = ""
+        with self.guard("The edit"):
+            return self.propose(edit)
+        return None
+
+    # ------------------------------------------------------------ refresh
+    def _refresh(self, editors: bool = True):
+        report = self.report
+        if editors:
+            self.mesh_editor.sync(self._plan)
+            self.rule_editor.sync(self._plan, report)
+        self.undo_button.disabled = not self._history
+        self.redo_button.disabled = not self._future
+        fresh = self.forward_is_fresh
+        if self.inputs is None:
+            forward = "no inputs given: variables only"
+        elif fresh:
+            forward = f"forward pass fresh ({self.last_run_seconds:.2f} s)"
+        elif self.traced is not None:
+            forward = "forward pass stale: the plan changed since it ran"
+        else:
+            forward = "forward pass not run yet"
+        if self.inputs is not None and not fresh and self.traced is not None:
+            self.run_status.value = note_html("stale: run again to see the new plan", "#8a5a00")
+        warnings = ""
+        if self.guard.warnings:
+            warnings = "<br><span style='color:#8a5a00'>" + html.escape(self.guard.warnings[-1]) + \
+                       "</span>"
+        self.header.value = (f"<b>shardviz</b> · {html.escape(summary_line(report))}"
+                             f"<br><i>{html.escape(forward)}</i>{warnings}")
+        self._update_paths()
+        self._dirty = set(TABS)
+        self._render_visible()
+
+    def _update_paths(self):
+        needle = self.filter.value.strip().lower()
+        paths = [(p, p) for p in self.report.scan.variable_paths]
+        if self.traced is not None:
+            paths += [(f"→ {a.path}" + (f"[{a.index}]" if a.index else ""), f"{a.path}#{a.index}")
+                      for a in self.traced.trace.activations]
+        options = [o for o in paths if needle in o[0].lower()] if needle else paths
+        current = self.picker.value
+        set_if_changed(self.picker, "options", tuple(options))
+        values = [v for _, v in options]
+        if current in values:
+            set_if_changed(self.picker, "value", current)
+        elif values:
+            self.picker.value = values[0]
+
+    def _render_visible(self):
+        tab = TABS[self.tabs.selected_index or 0]
+        if tab not in self._dirty:
+            return
+        self._dirty.discard(tab)
+        getattr(self, f"_render_{tab.lower()}")()
+
+    def _render_tensor(self):
+        value = self.picker.value
+        if not value:
+            self.picture.value = b""
+            return
+        if "#" in value:
+            path, index = value.rsplit("#", 1)
+            source, index = self.traced, int(index)
+            shape = source.activation(path, index).shape
+            banner = "" if self.forward_is_fresh else note_html(
+                "From the last forward pass, which ran under an older plan.", "#8a5a00")
+        else:
+            path, index, source = value, 0, self.report
+            shape = source.variable(path).info.shape
+            banner = ""
+        dims = [("auto", None)] + [(f"dim {d} ({n})", d) for d, n in enumerate(shape)]
+        for dd in (self.rows_dim, self.cols_dim):
+            if tuple(dd.options) != tuple(dims):
+                dd.options = dims
+                dd.value = None
+        rows, cols = self.rows_dim.value, self.cols_dim.value
+        if rows is not None and rows == cols:
+            cols = None
+        self.picture.value = png(source.show(path, rows=rows, cols=cols, index=index))
+        try:
+            text = source.text(path, index)
+            self.jax_text.value = ("<details><summary>as <code>jax.debug.visualize_sharding</code> "
+                                   "prints it</summary><pre style='line-height:1.1'>"
+                                   f"{html.escape(text)}</pre></details>")
+        except ShardvizError as e:
+            self.jax_text.value = note_html(e.message)
+        try:
+            self.explanation.value = banner + note_html(source.explain(path))
+        except ShardvizError:
+            self.explanation.value = banner
+
+    def _render_variables(self):
+        self.variables_table.value = styled(variables_html(self.report))
+
+    def _render_problems(self):
+        if self.report.problem_list:
+            self.problems_table.value = styled(problems_html(self.report))
+        else:
+            self.problems_table.value = note_html("No problems: Keras will lay this out as shown.",
+                                                  "#1b7f3b")
+
+    def _render_memory(self):
+        source = self.traced if self.traced is not None else self.report
+        stale = self.traced is not None and not self.forward_is_fresh
+        self.memory_note.value = note_html(
+            "Stale: from the last forward pass, under an older plan." if stale else
+            ("Variables only; run the forward pass for activations and temporaries."
+             if self.traced is None else ""), "#8a5a00")
+        self.memory_picture.value = png(source.show_memory())
+
+    def _render_communication(self):
+        if self.traced is None:
+            self.comm_note.value = note_html("Run the forward pass to see the collectives XLA inserts.")
+            self.comm_table.value = ""
+            self.flow_picture.value = b""
+            return
+        stale = not self.forward_is_fresh
+        self.comm_note.value = note_html(
+            "Stale: from the last forward pass, under an older plan." if stale else "",
+            "#8a5a00")
+        self.comm_table.value = styled(collectives_html(self.traced))
+        self.flow_picture.value = png(self.traced.show_flow())
+
+    def _render_export(self):
+        self.json_text.value = self._plan.to_json()
+        data = base64.b64encode(self._plan.to_json().encode()).decode()
+        self.download.value = (f'<a download="plan.json" href="data:application/json;base64,{data}"'
+                               ' style="line-height:28px">download plan.json</a>')
+
+    # ------------------------------------------------------------ export
+    def _show_python(self):
+        self.python_code.value = self._plan.to_python()
+
+    def _load_json_text(self):
+        self._load_json(self.json_text.value)
+
+    def _load_upload(self):
+        files = self.upload.value
+        if files:
+            self._load_json(bytes(files[0]["content"]).decode())
+
+    def _load_json(self, text):
+        error = self.propose(lambda _: Plan.from_json(text))
+        self.export_message.value = error or note_html("Plan loaded.", "#1b7f3b")

@@ -1,0 +1,222 @@
+"""The rule editor: an ordered table of layout rules with live feedback."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import ipywidgets as widgets
+
+from ..errors import ShardvizError
+from ..plan import Plan, regex_error
+from .common import set_if_changed
+
+NONE = "—"
+
+
+def suggestions(report, limit: int = 2000) -> list[str]:
+    """Keys to offer: every path, and each path with its numbers generalised
+    (``block_3_q/kernel`` gives ``block_\\d+_q/kernel``), most general first."""
+    paths = list(report.scan.paths)
+    general = []
+    for path in paths:
+        if re.search(r"\d", path):
+            key = re.sub(r"\d+", r"\\d+", path)
+            if key not in general:
+                general.append(key)
+    return (general + paths)[:limit]
+
+
+def rule_feedback(report) -> list[tuple[str, str, int | None]]:
+    """For each rule: ``(level, text, rank)``: level ``"ok"``, ``"warn"`` or
+    ``"error"``, a short text for its row, and the rank of what it matches."""
+    plan = report.plan
+    matches = [(vl.match, len(vl.info.shape)) for vl in report.variable_layouts]
+    matches += [(ol.match, len(ol.info.shapes[0]) if ol.info.shapes else None)
+                for ol in report.output_layouts]
+    names = set(plan.axis_names)
+    out = []
+    for i, (rule, usage) in enumerate(zip(plan.rules, report.rule_usage)):
+        ranks = sorted({r for m, r in matches if i in m.candidates and r is not None})
+        rank = ranks[0] if len(ranks) == 1 else (max(ranks) if ranks else None)
+        error = regex_error(rule.key)
+        unknown = [a for a in rule.axes if a is not None and a not in names]
+        dupes = [k for k in range(i) if plan.rules[k].key == rule.key]
+        conflicts = sorted({k for m, _ in matches if m.how == "conflict" and i in m.candidates
+                            for k in m.candidates if k != i})
+        if error:
+            out.append(("error", f"invalid regex: {error}", rank))
+        elif dupes:
+            out.append(("error", f"same key as rule {dupes[0]}", rank))
+        elif unknown:
+            out.append(("error", f"unknown axis {unknown[0]!r}; mesh axes: {sorted(names)}", rank))
+        elif conflicts:
+            path = next(m.path for m, _ in matches if m.how == "conflict" and i in m.candidates)
+            out.append(("error", f"conflicts with rule {conflicts[0]} on {path!r}", rank))
+        elif usage["status"] == "unused":
+            out.append(("warn", "matches nothing", None))
+        elif usage["status"] == "shadowed":
+            out.append(("warn", f"matches {usage['matches']}, but exact keys win", rank))
+        else:
+            what = "path" if usage["wins"] == 1 else "paths"
+            text = f"✓ {usage['wins']} {what}"
+            if rank is not None:
+                text += f", rank {rank}" if len(ranks) == 1 else f", ranks {ranks}"
+                if len(rule.axes) != rank and len(ranks) == 1:
+                    text += f" (rule has {len(rule.axes)} entries)"
+            out.append(("ok" if len(rule.axes) == (rank or len(rule.axes)) else "warn", text, rank))
+    return out
+
+
+COLOURS = {"ok": "#1b7f3b", "warn": "#8a5a00", "error": "#b00020"}
+
+
+class RuleEditor:
+    """Edits the ordered rules of the current plan. Edits go through
+    ``propose(edit)``, as in :class:`~shardviz.widgets.mesh.MeshEditor`."""
+
+    def __init__(self, propose):
+        self.propose = propose
+        self.rows = widgets.VBox()
+        self.message = widgets.HTML()
+        self.new_key = widgets.Combobox(placeholder="new rule: a path or a regex",
+                                        ensure_option=False, continuous_update=False,
+                                        layout=widgets.Layout(width="300px"))
+        self.new_key.add_class("shardviz-new-rule-key")
+        add = widgets.Button(description="add rule", icon="plus", layout=widgets.Layout(width="110px"))
+        add.add_class("shardviz-add-rule")
+        add.on_click(self._add)
+        self._syncing = False
+        self._report = None
+        self.box = widgets.VBox([
+            widgets.HTML("<b>Layout rules</b> <span style='color:#555'>(LayoutMap keys: exact "
+                         "path first, then <code>re.fullmatch</code>)</span>"),
+            self.rows, widgets.HBox([self.new_key, add]), self.message,
+        ])
+        self.box.add_class("shardviz-rules")
+
+    def sync(self, plan: Plan, report):
+        self._syncing = True
+        try:
+            self._report = report
+            feedback = rule_feedback(report)
+            options = suggestions(report)
+            set_if_changed(self.new_key, "options", tuple(options))
+            if len(self.rows.children) != len(plan.rules):
+                self.rows.children = [self._row(i) for i in range(len(plan.rules))]
+            for i, (row, rule) in enumerate(zip(self.rows.children, plan.rules)):
+                self._fill(row, i, rule, plan, feedback[i], options)
+        finally:
+            self._syncing = False
+
+    def _row(self, i: int):
+        index = widgets.HTML(layout=widgets.Layout(width="24px"))
+        key = widgets.Combobox(ensure_option=False, continuous_update=False,
+                               layout=widgets.Layout(width="250px"))
+        key.add_class("shardviz-rule-key")
+        key.observe(lambda change, i=i: self._key_changed(i, change), "value")
+        dims = widgets.HBox()
+        plus = widgets.Button(icon="plus", tooltip="add a dimension", layout=widgets.Layout(width="32px"))
+        minus = widgets.Button(icon="minus", tooltip="remove the last dimension",
+                               layout=widgets.Layout(width="32px"))
+        up = widgets.Button(icon="arrow-up", tooltip="move up", layout=widgets.Layout(width="32px"))
+        down = widgets.Button(icon="arrow-down", tooltip="move down", layout=widgets.Layout(width="32px"))
+        delete = widgets.Button(icon="trash", tooltip="delete this rule", layout=widgets.Layout(width="32px"))
+        delete.add_class("shardviz-delete-rule")
+        plus.on_click(lambda _, i=i: self._resize(i, +1))
+        minus.on_click(lambda _, i=i: self._resize(i, -1))
+        up.on_click(lambda _, i=i: self._move(i, i - 1))
+        down.on_click(lambda _, i=i: self._move(i, i + 1))
+        delete.on_click(lambda _, i=i: self._delete(i))
+        feedback = widgets.HTML(layout=widgets.Layout(width="260px"))
+        feedback.add_class("shardviz-rule-feedback")
+        row = widgets.HBox([index, key, dims, plus, minus, up, down, delete, feedback])
+        row.add_class("shardviz-rule")
+        return row
+
+    def _fill(self, row, i, rule, plan, feedback, options):
+        index, key, dims, *_, fb = row.children
+        set_if_changed(index, "value", f"<code>{i}</code>")
+        set_if_changed(key, "options", tuple(options))
+        set_if_changed(key, "value", rule.key)
+        choices = [(NONE, NONE)] + [(a, a) for a in plan.axis_names]
+        choices += [(f"{a} (not in mesh)", a) for a in rule.axes
+                    if a is not None and a not in plan.axis_names]
+        if len(dims.children) != len(rule.axes):
+            dropdowns = []
+            for d in range(len(rule.axes)):
+                dd = widgets.Dropdown(layout=widgets.Layout(width="96px"))
+                dd.add_class("shardviz-rule-dim")
+                dd.observe(lambda change, i=i: self._dims_changed(i), "value")
+                dropdowns.append(dd)
+            dims.children = dropdowns
+        for dd, axis in zip(dims.children, rule.axes):
+            set_if_changed(dd, "options", tuple(dict.fromkeys(choices)))
+            set_if_changed(dd, "value", NONE if axis is None else axis)
+        level, text, _ = feedback
+        set_if_changed(fb, "value", f'<span style="color:{COLOURS[level]}" '
+                                    f'class="shardviz-feedback-{level}">{html.escape(text)}</span>')
+
+    # ---------------------------------------------------------------- edits
+    def _say(self, error):
+        self.message.value = "" if error is None else error
+
+    def _key_changed(self, i, change):
+        if self._syncing:
+            return
+        new = change["new"].strip()
+        self._say(self.propose(lambda p: p.with_rule_at(i, key=new)))
+
+    def _dims_changed(self, i):
+        if self._syncing:
+            return
+        dims = self.rows.children[i].children[2].children
+        axes = tuple(None if dd.value == NONE else dd.value for dd in dims)
+        self._say(self.propose(lambda p: p.with_rule_at(i, axes=axes)))
+
+    def _resize(self, i, delta):
+        def edit(p):
+            axes = p.rules[i].axes
+            axes = axes + (None,) if delta > 0 else axes[:-1]
+            return p.with_rule_at(i, axes=axes)
+
+        self._say(self.propose(edit))
+
+    def _move(self, i, j):
+        self._say(self.propose(lambda p: p.with_rule_moved(i, j) if 0 <= j < len(p.rules) else p))
+
+    def _delete(self, i):
+        self._say(self.propose(lambda p: p.without_rule(i)))
+
+    def _add(self, _):
+        key = self.new_key.value.strip()
+        if not key:
+            self._say('<span style="color:#b00020">Type a key first: a variable path, a regex, '
+                      'or a layer output path ending in /output.</span>')
+            return
+        rank = self._rank_of(key)
+
+        def edit(p):
+            if key in p.rule_keys:
+                raise ShardvizError(f"Rule {p.rule_index(key)} already has the key {key!r}.",
+                                    hint="Edit that rule's axes instead.")
+            return p.with_rule(key, (None,) * rank)
+
+        error = self.propose(edit)
+        if error is None:
+            self._syncing = True
+            self.new_key.value = ""
+            self._syncing = False
+        self._say(error)
+
+    def _rank_of(self, key: str) -> int:
+        report = self._report
+        if report is None or regex_error(key):
+            return 1
+        for vl in report.variable_layouts:
+            if vl.info.path == key or re.fullmatch(key, vl.info.path):
+                return max(1, len(vl.info.shape))
+        for ol in report.output_layouts:
+            if ol.info.shapes and (ol.info.path == key or re.fullmatch(key, ol.info.path)):
+                return max(1, len(ol.info.shapes[0]))
+        return 1

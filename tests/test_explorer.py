@@ -1,0 +1,247 @@
+"""The Explorer, driven from Python as a user would drive it in a notebook."""
+
+import datetime
+import html
+import json
+
+import pytest
+
+import shardviz
+from shardviz import Plan, ShardvizError, examples
+
+
+@pytest.fixture
+def app():
+    return shardviz.Explorer(examples.mlp, inputs=(8, 16), plan=examples.megatron_plan(),
+                             auto_run=False)
+
+
+def rule_row(app, i):
+    return app.rule_editor.rows.children[i]
+
+
+def key_box(app, i):
+    return rule_row(app, i).children[1]
+
+
+def dims(app, i):
+    return rule_row(app, i).children[2].children
+
+
+def feedback(app, i):
+    return html.unescape(rule_row(app, i).children[8].value)
+
+
+def text(widget):
+    return html.unescape(widget.value)
+
+
+def mesh_row(app, i):
+    return app.mesh_editor.rows.children[i]
+
+
+def click(row, k):
+    row.children[k].click()
+
+
+def test_it_starts_from_the_plan_and_shows_its_report(app):
+    assert app.plan == examples.megatron_plan()
+    assert [key_box(app, i).value for i in range(3)] == list(app.plan.rule_keys)
+    assert [d.value for d in dims(app, 0)] == ["—", "model"]
+    assert "3 sharded" in text(app.header)
+    assert app.picture.value[:4] == b"\x89PNG"
+    assert "✓ 1 path, rank 2" in feedback(app, 0)
+    assert app.picker.options[0] == ("up/kernel", "up/kernel")
+
+
+def test_a_key_edit_reanalyses_at_once_and_marks_the_forward_pass_stale(app):
+    app.run()
+    assert app.forward_is_fresh and "done in" in text(app.run_status)
+    before = app.picture.value
+    key_box(app, 0).value = "d1/kernel"  # matches nothing
+    assert app.plan.rules[0].key == "d1/kernel"
+    assert "matches nothing" in feedback(app, 0)
+    assert app.report.variables.set_index("path").loc["up/kernel", "status"] == "replicated"
+    assert app.picture.value != before  # the picked tensor, up/kernel, is now replicated
+    assert not app.forward_is_fresh and "stale" in text(app.header)
+    app.run_button.click()
+    assert app.forward_is_fresh
+    assert app.report.trace is not None
+
+
+def test_dim_dropdowns_edit_the_axes(app):
+    dims(app, 0)[0].value = "batch"
+    assert app.plan.rules[0].axes == ("batch", "model")
+    rule_row(app, 0).children[4].click()  # minus: drop the last dim
+    assert app.plan.rules[0].axes == ("batch",)
+    assert "rule has 1 entries" in feedback(app, 0)
+    rule_row(app, 0).children[3].click()  # plus
+    assert app.plan.rules[0].axes == ("batch", None)
+
+
+def test_rules_can_be_added_moved_and_deleted(app):
+    app.rule_editor.new_key.value = ".*down/bias"
+    app.rule_editor.box.children[2].children[1].click()
+    assert app.plan.rule_keys[-1] == ".*down/bias" and app.plan.rules[-1].axes == (None,)
+    assert len(app.rule_editor.rows.children) == 4
+    rule_row(app, 3).children[5].click()  # up
+    assert app.plan.rule_keys[2] == ".*down/bias"
+    rule_row(app, 2).children[6].click()  # down
+    assert app.plan.rule_keys[3] == ".*down/bias"
+    rule_row(app, 3).children[7].click()  # delete
+    assert app.plan.rule_keys == examples.megatron_plan().rule_keys
+    app.rule_editor.new_key.value = ""
+    app.rule_editor.box.children[2].children[1].click()
+    assert "Type a key first" in text(app.rule_editor.message)
+
+
+def test_rule_feedback_names_each_mistake(app):
+    key_box(app, 0).value = "up/(kernel"
+    assert "invalid regex" in feedback(app, 0)
+    key_box(app, 0).value = ".*kernel"
+    assert "conflicts with rule 2" in feedback(app, 0)
+    key_box(app, 0).value = ".*up/kernel"
+    app.set_plan(app.plan.with_rule_at(0, axes=(None, "modle")))
+    assert "unknown axis 'modle'" in feedback(app, 0)
+    assert [o for o in dims(app, 0)[1].options if o[1] == "modle"]  # kept, not lost
+
+
+def test_suggestions_come_from_the_model(app):
+    options = key_box(app, 0).options
+    assert "up/kernel" in options and "down/output" in options
+
+
+def test_mesh_edits_and_bad_input(app):
+    mesh_row(app, 1).children[1].value = 0
+    assert "size 0" in text(app.mesh_editor.message)
+    assert app.plan.mesh_dict == {"batch": 2, "model": 4}  # the last good plan stays
+    assert mesh_row(app, 1).children[1].value == 0  # what the user typed stays
+    mesh_row(app, 1).children[1].value = 2
+    assert app.plan.mesh_dict == {"batch": 2, "model": 2} and text(app.mesh_editor.message) == ""
+    assert "4 of the 8 devices" in text(app.mesh_editor.check)
+    mesh_row(app, 1).children[0].value = "tensor"
+    assert app.plan.axis_names == ("batch", "tensor")
+    assert app.plan.rules[0].axes == (None, "tensor")  # rules follow a renamed axis
+    mesh_row(app, 1).children[0].value = "batch"
+    assert "appears twice" in text(app.mesh_editor.message)
+    assert app.plan.axis_names == ("batch", "tensor")
+    app.mesh_editor.box.children[2].children[0].click()  # add axis
+    assert app.plan.axis_names == ("batch", "tensor", "axis1")
+    click(mesh_row(app, 2), 2)  # remove it
+    assert app.plan.axis_names == ("batch", "tensor")
+    app.mesh_editor.batch.value = "tensor"
+    assert app.plan.batch_axis == "tensor"
+    app.mesh_editor.preset.value = "2d"
+    assert app.plan.mesh_dict == {"batch": 2, "model": 4} and app.plan.batch_axis == "batch"
+    assert app.mesh_editor.preset.value == ""
+    app.mesh_editor.preset.value = "dp"
+    assert app.plan.mesh_dict == {"batch": 8}
+    assert "unknown axis 'tensor'" in feedback(app, 0)  # the rules still say 'tensor'
+    assert app.plan.rules[0].axes == (None, "tensor")
+
+
+def test_a_mesh_larger_than_the_machine_is_explained(app):
+    mesh_row(app, 1).children[1].value = 8
+    assert "16 devices needed, 8 available" in text(app.mesh_editor.check)
+    app.run()
+    assert "needs 16 devices" in text(app.run_status)
+    assert len(app.report.variables) == 4
+
+
+def test_a_failing_forward_pass_shows_its_error_inside_the_app():
+    app = shardviz.Explorer(examples.mlp, inputs=(6, 16), plan=Plan({"batch": 4, "model": 2}),
+                            auto_run=False)
+    app.run()
+    assert "Forward pass failed" in text(app.run_status) and "batch size 6" in text(app.run_status)
+    assert app.report.trace is None and len(app.report.variables) == 4
+
+
+def test_auto_run_reruns_cheap_forward_passes():
+    app = shardviz.Explorer(examples.mlp, inputs=(8, 16), plan=examples.megatron_plan())
+    assert app.forward_is_fresh and app.auto_run.value
+    key_box(app, 0).value = "up/kernel"
+    assert app.forward_is_fresh
+    assert app.report.trace is not None
+
+
+def test_tabs_render_their_views(app):
+    app.run()
+    for index, name in enumerate(("Tensor", "Variables", "Problems", "Memory", "Communication")):
+        app.tabs.selected_index = index
+    assert "up/kernel" in app.variables_table.value
+    assert "all-reduce" in app.comm_table.value and app.flow_picture.value[:4] == b"\x89PNG"
+    assert app.memory_picture.value[:4] == b"\x89PNG"
+    assert "No problems" in app.problems_table.value
+
+
+def test_picker_filters_and_shows_activations(app):
+    app.run()
+    app.filter.value = "output"
+    assert [v for _, v in app.picker.options] == ["up/output#0", "down/output#0"]
+    app.picker.value = "down/output#0"
+    assert "down/output" in app.explanation.value
+    assert "visualize_sharding" in app.jax_text.value
+    app.filter.value = ""
+    app.picker.value = "up/kernel"
+    app.rows_dim.value, app.cols_dim.value = 1, 0
+    assert app.picture.value[:4] == b"\x89PNG"
+
+
+def test_export_python_and_json(app):
+    app.tabs.selected_index = 5
+    app.tabs.children[5].children[0].children[0].click()
+    namespace = {}
+    exec(app.python_code.value, namespace)
+    assert Plan.from_keras(namespace["distribution"]) == app.plan
+    assert json.loads(app.json_text.value)["format"] == "shardviz.plan"
+    assert "download=\"plan.json\"" in app.download.value
+    other = Plan({"batch": 8})
+    app.json_text.value = other.to_json()
+    app.tabs.children[5].children[4].children[0].click()
+    assert app.plan == other and "Plan loaded" in text(app.export_message)
+    app.json_text.value = "{not json"
+    app.tabs.children[5].children[4].children[0].click()
+    assert app.plan == other and "not valid JSON" in text(app.export_message)
+    upload = examples.megatron_plan().to_json().encode()
+    app.upload.value = ({"name": "plan.json", "type": "application/json", "size": len(upload),
+                         "content": memoryview(upload),
+                         "last_modified": datetime.datetime(2026, 1, 1)},)
+    assert app.plan == examples.megatron_plan()
+
+
+def test_set_plan_undo_redo(app):
+    first = app.plan
+    app.set_plan(Plan.data_parallel(8))
+    assert app.plan == Plan.data_parallel(8) and key_box is not None
+    assert len(app.rule_editor.rows.children) == 0
+    app.undo()
+    assert app.plan == first
+    app.redo()
+    assert app.plan == Plan.data_parallel(8)
+    with pytest.raises(ShardvizError):
+        app.set_plan({"format": "nope"})
+    assert app.plan == Plan.data_parallel(8)
+
+
+def test_nothing_prints_while_the_app_runs(capsys):
+    app = shardviz.Explorer(examples.transformer_block, inputs=(8, 16, 64),
+                            plan=examples.transformer_plan())
+    key_box(app, 0).value = ".*attn/(query|key)/kernel"
+    app.picker.value = "attn/query/kernel"
+    app.picker.value = "up/kernel"
+    for index in range(6):
+        app.tabs.selected_index = index
+    app.run()
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+
+
+def test_explorer_without_inputs_shows_variables_only():
+    app = shardviz.Explorer(examples.sequential_mlp, plan=Plan({"batch": 2, "model": 4},
+                                                               {"d1/kernel": (None, "model")}))
+    assert "variables only" in text(app.header)
+    assert "matches nothing" in feedback(app, 0)
+    app.run()
+    assert "inputs=" in text(app.run_status)
+    bundle = app._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
