@@ -114,7 +114,9 @@ def collectives_html(report) -> str:
     return _table(["kind", "layer", "pass", "over axes", "bytes per device"], rows)
 
 
-def report_html(report) -> str:
+def report_html(report, all_rows: bool = False) -> str:
+    """The report as HTML; ``all_rows`` lists every variable (else the first 200)."""
+    max_rows = len(report.variable_layouts) if all_rows else 200
     parts = [CSS, '<div class="shardviz-report">', f"<p><b>{_e(summary_line(report))}</b></p>"]
     for note in report.scan.notes:
         parts.append(f"<p><i>note: {_e(note)}</i></p>")
@@ -124,7 +126,7 @@ def report_html(report) -> str:
     if report.plan.rules:
         parts.append("<details><summary>Rules</summary>" + rules_html(report) + "</details>")
     parts.append(f"<details open><summary>Variables ({len(report.variable_layouts)})</summary>"
-                 + variables_html(report) + "</details>")
+                 + variables_html(report, max_rows) + "</details>")
     if report.trace is not None:
         from .text import memory_line
 

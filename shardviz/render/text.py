@@ -55,7 +55,7 @@ def variables_table(report, max_rows: int | None = 40):
     for col, justify in (("path", "left"), ("shape", "right"), ("dtype", "left"),
                          ("spec", "left"), ("rule", "left"), ("shard", "right"),
                          ("per device", "right"), ("status", "left")):
-        table.add_column(col, justify=justify, no_wrap=col in ("path", "spec"),
+        table.add_column(col, justify=justify, no_wrap=col in ("path", "shape", "spec", "shard"),
                          overflow="ellipsis" if col == "rule" else "fold")
     layouts = report.variable_layouts
     shown = layouts if max_rows is None else layouts[:max_rows]
@@ -81,7 +81,8 @@ def activations_table(report, max_rows: int | None = 40):
 
     table = Table(title=f"Activations ({report.trace.mode} forward pass)", expand=False)
     for col in ("output path", "shape", "requested", "actual", "shard", "per device", "ok"):
-        table.add_column(col, no_wrap=col in ("output path", "requested", "actual"),
+        table.add_column(col, no_wrap=col in ("output path", "shape", "requested", "actual",
+                                              "shard"),
                          justify="right" if col in ("shape", "shard", "per device") else "left")
     acts = report.trace.activations
     for a in acts if max_rows is None else acts[:max_rows]:

@@ -1,0 +1,367 @@
+"""The command line: ``shardviz report`` and ``shardviz demo``.
+
+    shardviz report mypkg.models:build --mesh batch=2,model=4 \\
+        --rule '.*kernel=None,model' --inputs 8x128:int32 --fail-on unused-rule,conflict
+
+Exit codes: 0 when no guard fails, 1 when a guard (``--fail-on``,
+``--max-replicated-bytes``) fails, 2 for a usage error (a missing builder, a
+malformed option, an unreadable plan file), always with a one-line message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import re
+import shutil
+import sys
+import time
+
+from . import __version__
+from .errors import KINDS, SEVERITIES, ShardvizError
+
+UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+         "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+class UsageError(Exception):
+    """A one-line error for the user; exit code 2."""
+
+
+# ---------------------------------------------------------------- parsing
+def parse_mesh(text: str) -> dict[str, int]:
+    """``"batch=2,model=4"`` as ``{"batch": 2, "model": 4}``.
+
+    >>> parse_mesh("batch=2,model=4")
+    {'batch': 2, 'model': 4}
+    """
+    mesh = {}
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*([A-Za-z_][\w\-]*)\s*=\s*(\d+)\s*", part)
+        if not m:
+            raise UsageError(f"--mesh {text!r}: {part.strip()!r} is not NAME=SIZE "
+                             "(write e.g. --mesh batch=2,model=4)")
+        if m.group(1) in mesh:
+            raise UsageError(f"--mesh {text!r}: axis {m.group(1)!r} appears twice")
+        mesh[m.group(1)] = int(m.group(2))
+    return mesh
+
+
+def parse_rule(text: str) -> tuple[str, tuple]:
+    """``"KEY=AXES"``, AXES a comma list of mesh axes and None (or -).
+
+    >>> parse_rule(".*kernel=None,model")
+    ('.*kernel', (None, 'model'))
+    """
+    if "=" not in text:
+        raise UsageError(f"--rule {text!r} is not KEY=AXES (write e.g. --rule '.*kernel=None,model')")
+    key, axes = text.rsplit("=", 1)
+    if not key:
+        raise UsageError(f"--rule {text!r} has an empty key")
+    out = []
+    for token in axes.split(","):
+        token = token.strip()
+        if token in ("None", "none", "-", ""):
+            out.append(None)
+        elif re.fullmatch(r"[A-Za-z_][\w\-]*", token):
+            out.append(token)
+        else:
+            raise UsageError(f"--rule {text!r}: {token!r} is not a mesh axis name or None")
+    return key, tuple(out)
+
+
+def parse_inputs(text: str):
+    """``"8x128[:dtype]"`` as a ``jax.ShapeDtypeStruct``.
+
+    >>> parse_inputs("8x128:int32")
+    ShapeDtypeStruct(shape=(8, 128), dtype=int32)
+    """
+    import jax
+    import jax.numpy as jnp
+
+    shape_text, _, dtype = text.partition(":")
+    if not re.fullmatch(r"\d+(x\d+)*", shape_text.strip()):
+        raise UsageError(f"--inputs {text!r} is not a shape like 8x128 or 8x128:int32")
+    try:
+        dtype = jnp.dtype(dtype or "float32")
+    except TypeError:
+        raise UsageError(f"--inputs {text!r}: {dtype!r} is not a dtype (e.g. float32, int32, "
+                         "bfloat16)") from None
+    return jax.ShapeDtypeStruct(tuple(int(d) for d in shape_text.split("x")), dtype)
+
+
+def parse_bytes(text: str) -> int:
+    """``"64MB"`` as bytes (KB, MB, GB are powers of 1000; KiB, MiB, GiB of 1024).
+
+    >>> parse_bytes("64MB"), parse_bytes("1GiB"), parse_bytes("512")
+    (64000000, 1073741824, 512)
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).lower() not in UNITS:
+        raise UsageError(f"--max-replicated-bytes {text!r} is not a size like 64MB or 2GiB")
+    return int(float(m.group(1)) * UNITS[m.group(2).lower()])
+
+
+def parse_fail_on(text: str) -> set[str]:
+    kinds = {k.strip() for k in text.split(",") if k.strip()}
+    unknown = sorted(k for k in kinds if k not in KINDS and k not in SEVERITIES)
+    if unknown:
+        raise UsageError(f"--fail-on: unknown kind {unknown[0]!r}; kinds: {', '.join(sorted(KINDS))}"
+                         f"; or a severity: {', '.join(SEVERITIES)}")
+    return kinds
+
+
+def load_builder(target: str):
+    """``module.path:name`` or ``path/to/file.py:name`` to the object named."""
+    module_name, sep, attr = target.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"{target!r} is not MODULE_OR_FILE:BUILDER (e.g. mypkg.models:build or "
+                         "models.py:build)")
+    try:
+        if module_name.endswith(".py") or os.sep in module_name:
+            if not os.path.exists(module_name):
+                raise UsageError(f"no such file {module_name!r}")
+            spec = importlib.util.spec_from_file_location("_shardviz_builder", module_name)
+            module = importlib.util.module_from_spec(spec)
+            sys.path.insert(0, os.path.dirname(os.path.abspath(module_name)))
+            spec.loader.exec_module(module)
+        else:
+            sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except UsageError:
+        raise
+    except ModuleNotFoundError as e:
+        raise UsageError(f"cannot import {module_name!r}: {e}") from None
+    except Exception as e:
+        raise UsageError(f"importing {module_name!r} raised {type(e).__name__}: {e}") from None
+    if not hasattr(module, attr):
+        raise UsageError(f"{module_name!r} has no {attr!r}")
+    return getattr(module, attr)
+
+
+# ---------------------------------------------------------------- commands
+class Progress:
+    """Stage messages on stderr (a spinner on a terminal), unless quiet."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.start = time.perf_counter()
+        self.status = None
+        if not quiet and sys.stderr.isatty():
+            from rich.console import Console
+
+            self.status = Console(stderr=True).status("starting…")
+            self.status.start()
+
+    def __call__(self, stage: str):
+        if self.quiet:
+            return
+        message = f"{stage}…"
+        if self.status is not None:
+            self.status.update(message)
+        else:
+            print(f"shardviz: {message} ({time.perf_counter() - self.start:.1f} s)", file=sys.stderr)
+
+    def stop(self):
+        if self.status is not None:
+            self.status.stop()
+
+
+def build_plan(args):
+    from .plan import Plan
+
+    if args.plan:
+        if args.mesh or args.rule:
+            raise UsageError("give either --plan or --mesh/--rule, not both")
+        try:
+            with open(args.plan, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise UsageError(f"cannot read plan file {args.plan!r}: {e.strerror}") from None
+        try:
+            return Plan.from_json(text)
+        except ShardvizError as e:
+            raise UsageError(f"plan file {args.plan!r}: {e.message}") from None
+    if not args.mesh:
+        raise UsageError("give a plan: --plan plan.json, or --mesh batch=2,model=4 with --rule KEY=AXES")
+    mesh = parse_mesh(args.mesh)
+    rules = [parse_rule(r) for r in args.rule or []]
+    try:
+        return Plan(mesh, rules, args.batch_axis)
+    except ShardvizError as e:
+        raise UsageError(e.message) from None
+
+
+def guard_failures(report, fail_on: set[str], max_replicated: int | None) -> list[str]:
+    lines = []
+    for p in report.problem_list:
+        if p.kind in fail_on or p.severity in fail_on:
+            where = p.path or p.rule or p.layer or "-"
+            lines.append(f"FAIL {p.kind} {where}: {p.message}")
+    if max_replicated is not None:
+        from .checks import human_bytes
+
+        for vl in report.variable_layouts:
+            g = vl.geometry
+            if report.mesh.size > 1 and g.replicas == report.mesh.size and g.bytes >= max_replicated:
+                lines.append(f"FAIL replicated-large {vl.info.path}: {human_bytes(g.bytes)} "
+                             f"replicated on all {report.mesh.size} devices")
+    return lines
+
+
+def write_outputs(report, args, title):
+    from .export import report_html_file, report_to_json
+
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(report_html_file(report, title))
+        if not args.quiet:
+            print(f"shardviz: wrote {args.html}", file=sys.stderr)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            f.write(report_to_json(report))
+        if not args.quiet:
+            print(f"shardviz: wrote {args.json}", file=sys.stderr)
+
+
+def print_report(report, args):
+    from .render.text import report_text, summary_line
+
+    if args.quiet:
+        print(summary_line(report))
+        return
+    width = max(80, shutil.get_terminal_size((120, 40)).columns)
+    print(report_text(report, width=width, max_rows=None if args.verbose else 40))
+
+
+def cmd_report(args) -> int:
+    from . import simulate_devices
+
+    if args.devices:
+        simulate_devices(args.devices)
+    plan = build_plan(args)
+    inputs = [parse_inputs(t) for t in args.inputs or []]
+    fail_on = parse_fail_on(args.fail_on) if args.fail_on else set()
+    max_replicated = parse_bytes(args.max_replicated_bytes) if args.max_replicated_bytes else None
+    target = load_builder(args.target)
+    progress = Progress(args.quiet)
+    try:
+        from .analysis import analyze
+
+        progress("scanning the model")
+        report = analyze(target, plan, (inputs[0] if len(inputs) == 1 else inputs) or None,
+                         mode="concrete" if args.run else "abstract", train_step=args.train_step,
+                         progress=progress)
+    except ShardvizError as e:
+        raise UsageError(e.message) from None
+    finally:
+        progress.stop()
+    print_report(report, args)
+    write_outputs(report, args, f"shardviz report: {args.target}")
+    failures = guard_failures(report, fail_on, max_replicated)
+    for line in failures:
+        print(line)
+    return 1 if failures else 0
+
+
+def cmd_demo(args) -> int:
+    from . import examples, simulate_devices
+    from .analysis import analyze
+
+    simulate_devices(8)
+    plan = examples.transformer_plan().with_rule("attn/output/kernel", ("model", None, None))
+    progress = Progress(args.quiet)
+    try:
+        progress("analysing the example transformer block")
+        report = analyze(examples.transformer_block, plan, (8, 16, 64), progress=progress)
+    finally:
+        progress.stop()
+    args.json = None
+    print_report(report, args)
+    write_outputs(report, args, "shardviz demo: a tensor-parallel transformer block")
+    if not args.quiet:
+        print("\nThe demo plan has one deliberate mistake: the rule 'attn/output/kernel' matches "
+              "nothing\n(the projection's kernel is 'attn/attention_output/kernel').")
+        print(f"Open {args.html} for the tables and pictures.")
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="shardviz",
+        description="See how a Keras model is laid out over a device mesh, from a terminal or CI.")
+    parser.add_argument("--version", action="version", version=f"shardviz {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    report = sub.add_parser("report", help="analyse a model builder under a plan",
+                            description="Analyse a model (or a zero-argument builder of one) under "
+                            "a plan, print the tables and problems, and check guards.")
+    report.add_argument("target", metavar="MODULE_OR_FILE:BUILDER",
+                        help="e.g. mypkg.models:build or models.py:build")
+    plan = report.add_argument_group("the plan")
+    plan.add_argument("--plan", metavar="PLAN.JSON", help="a plan saved with Plan.to_json()")
+    plan.add_argument("--mesh", metavar="AXIS=SIZE,...", help="e.g. batch=2,model=4")
+    plan.add_argument("--rule", action="append", metavar="KEY=AXES",
+                      help="a layout rule, repeatable, e.g. '.*kernel=None,model'")
+    plan.add_argument("--batch-axis", metavar="AXIS", help="default: the first mesh axis")
+    run = report.add_argument_group("the forward pass")
+    run.add_argument("--inputs", action="append", metavar="SHAPE[:DTYPE]",
+                     help="e.g. 8x128:int32; repeat for several inputs")
+    run.add_argument("--devices", type=int, metavar="N", help="simulate N CPU devices")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument("--abstract", action="store_true",
+                      help="lower and compile only, allocating nothing (the default)")
+    mode.add_argument("--run", action="store_true", help="also execute the pass")
+    run.add_argument("--train-step", action="store_true",
+                     help="analyse a training step (forward, backward, optimizer update)")
+    guards = report.add_argument_group("CI guards (exit code 1 when one fails)")
+    guards.add_argument("--fail-on", metavar="KINDS",
+                        help="problem kinds or severities, e.g. unused-rule,conflict,indivisible,"
+                        "dropped-constraint or error")
+    guards.add_argument("--max-replicated-bytes", metavar="SIZE",
+                        help="fail on any variable at least this large left fully replicated, "
+                        "e.g. 64MB or 1GiB")
+    _outputs(report)
+
+    demo = sub.add_parser("demo", help="run the built-in example end to end",
+                          description="Analyse a built-in tensor-parallel transformer block on 8 "
+                          "simulated devices and write an HTML report.")
+    _outputs(demo, html_default="demo-report.html")
+    return parser
+
+
+def _outputs(parser, html_default=None):
+    out = parser.add_argument_group("output")
+    out.add_argument("--html", metavar="FILE", default=html_default,
+                     help="write a self-contained HTML report" +
+                     (f" (default {html_default})" if html_default else ""))
+    if html_default is None:
+        out.add_argument("--json", metavar="FILE", help="write the report's data as JSON")
+    out.add_argument("-q", "--quiet", action="store_true", help="print only the summary line")
+    out.add_argument("-v", "--verbose", action="store_true", help="print every row")
+
+
+def main(argv=None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    try:
+        return {"report": cmd_report, "demo": cmd_demo}[args.command](args)
+    except UsageError as e:
+        print(f"shardviz: error: {e}", file=sys.stderr)
+        return 2
+    except ShardvizError as e:
+        print(f"shardviz: error: {e.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("shardviz: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""A Report as data (JSON) and as one self-contained HTML file.
+
+>>> import shardviz
+>>> from shardviz import examples
+>>> report = shardviz.analyze(examples.mlp, examples.megatron_plan())
+>>> frames = frames_from_json(report_to_json(report))
+>>> frames["variables"].equals(report.variables)
+True
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+import json
+
+import pandas as pd
+
+from . import __version__
+
+FRAMES = ("variables", "outputs", "rules", "devices", "problems", "activations", "collectives",
+          "memory", "optimizer_variables")
+SCHEMA = "shardviz.report"
+
+
+def _plain(value):
+    """JSON-ready values: tuples become lists, numpy scalars Python numbers."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        return value.item()
+    if isinstance(value, float) and value != value:  # NaN
+        return None
+    return value
+
+
+def report_to_dict(report) -> dict:
+    """Everything in the report, as plain data."""
+    data = {
+        "format": SCHEMA, "version": 1, "shardviz": __version__,
+        "summary": _plain_dict(report.summary()), "plan": report.plan.to_dict(),
+        "notes": list(report.scan.notes),
+        "trace_error": report.trace_error.message if report.trace_error else None,
+        "frames": {},
+    }
+    if report.trace is not None:
+        data["trace"] = {"mode": report.trace.mode, "train_step": report.trace.train_step,
+                         "memory": report.trace.memory, "seconds": report.trace.seconds}
+    for name in FRAMES:
+        frame = getattr(report, name)
+        data["frames"][name] = {
+            "columns": list(frame.columns),
+            "dtypes": {c: str(frame[c].dtype) for c in frame.columns},
+            "rows": [[_plain(v) for v in row] for row in frame.itertuples(index=False)],
+        }
+    return data
+
+
+def _plain_dict(d):
+    return {k: _plain_dict(v) if isinstance(v, dict) else _plain(v) for k, v in d.items()}
+
+
+def report_to_json(report, indent: int | None = 1) -> str:
+    return json.dumps(report_to_dict(report), indent=indent)
+
+
+def _tuples(value):
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+def frames_from_json(text: str) -> dict[str, pd.DataFrame]:
+    """The DataFrames of a report written by :func:`report_to_json`."""
+    data = json.loads(text)
+    if data.get("format") != SCHEMA:
+        raise ValueError(f"not a shardviz report: format {data.get('format')!r}")
+    out = {}
+    for name, frame in data["frames"].items():
+        columns = frame["columns"]
+        cols = {c: [_tuples(row[i]) for row in frame["rows"]] for i, c in enumerate(columns)}
+        out[name] = pd.DataFrame(
+            {c: pd.Series(cols[c], dtype=frame["dtypes"][c]) for c in columns}, columns=columns)
+    return out
+
+
+def pictures(report, max_per_grid: int = 100):
+    """``(title, Figure)`` for every picture of the report."""
+    out = [("Mesh", report.show_mesh()), ("Memory per device", report.show_memory())]
+    paths = report.variables["path"].tolist()
+    for start in range(0, len(paths), max_per_grid):
+        chunk = paths[start:start + max_per_grid]
+        title = "Variables" if len(paths) <= max_per_grid else \
+            f"Variables {start + 1}–{start + len(chunk)}"
+        out.append((title, report.show_grid(chunk)))
+    if report.trace is not None:
+        out.append(("Layer outputs and collectives", report.show_flow(max_layers=200)))
+    return out
+
+
+def report_html_file(report, title: str = "shardviz report") -> str:
+    """One HTML file, readable offline: summary, tables, problems and every
+    picture as an embedded PNG."""
+    from .render.html import CSS, report_html
+
+    figures = []
+    for name, fig in pictures(report):
+        data = base64.b64encode(fig._repr_png_()).decode()
+        figures.append(f'<figure><figcaption>{html.escape(name)}</figcaption>'
+                       f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
+                       "</figure>")
+    when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title>{CSS}"
+        "<style>body{margin:24px;font-family:sans-serif} figure{margin:12px 0}"
+        " figcaption{font-weight:600;margin-bottom:4px} img{max-width:100%}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>"
+        f"<p style='color:#555'>shardviz {__version__}, {when}. Plan: "
+        f"<code>{html.escape(repr(report.plan))}</code></p>"
+        + report_html(report, all_rows=True)
+        + "<h2>Pictures</h2>" + "".join(figures) + "</body></html>"
+    )

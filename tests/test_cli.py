@@ -1,0 +1,143 @@
+"""The command line, run as a user runs it: a subprocess, with exit codes."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import shardviz
+from shardviz import cli, examples
+from shardviz.export import frames_from_json, pictures
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(*args, cwd=None):
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    env.pop("XLA_FLAGS", None)
+    out = subprocess.run([sys.executable, "-m", "shardviz", *args], capture_output=True, text=True,
+                         cwd=cwd or ROOT, env=env, timeout=300)
+    assert "Traceback" not in out.stderr, out.stderr
+    return out
+
+
+MLP = ["report", "shardviz.examples:mlp", "--devices", "8", "--mesh", "batch=2,model=4"]
+MEGATRON = ["--rule", ".*up/kernel=None,model", "--rule", ".*up/bias=model",
+            "--rule", ".*down/kernel=model,None"]
+
+
+def test_report_prints_tables_and_writes_html_and_json(tmp_path):
+    html_file, json_file = tmp_path / "r.html", tmp_path / "r.json"
+    out = run(*MLP, *MEGATRON, "--inputs", "8x16", "--html", str(html_file), "--json",
+              str(json_file))
+    assert out.returncode == 0, out.stderr
+    for words in ("Variables", "up/kernel", "P(None, 'model')", "Activations", "all-reduce",
+                  "Memory per device"):
+        assert words in out.stdout
+    assert "compiling" in out.stderr  # progress while it compiles
+    page = html_file.read_text()
+    plan = shardviz.Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
+                                                    ".*up/bias": ("model",),
+                                                    ".*down/kernel": ("model", None)})
+    report = shardviz.analyze(examples.mlp, plan, inputs=(8, 16))
+    for path in report.variables["path"]:
+        assert path in page
+    images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', page)
+    assert len(images) == len(pictures(report)) == 4  # mesh, memory, variables, flow
+    assert "http" not in page.replace("http-equiv", "")  # opens offline
+    frames = frames_from_json(json_file.read_text())
+    for name in ("variables", "rules", "activations", "problems"):
+        assert frames[name].equals(getattr(report, name)), name
+    collectives = frames["collectives"]
+    assert collectives[["kind", "layer", "axes"]].equals(report.collectives[["kind", "layer", "axes"]])
+    data = json.loads(json_file.read_text())
+    assert shardviz.Plan.from_dict(data["plan"]) == plan
+
+
+def test_guards_fail_with_one_line_per_failure(tmp_path):
+    out = run(*MLP, "--rule", "d1/kernel=None,model", "--fail-on", "unused-rule,conflict", "-q")
+    assert out.returncode == 1
+    fails = [line for line in out.stdout.splitlines() if line.startswith("FAIL")]
+    assert fails == [fails[0]] and fails[0].startswith("FAIL unused-rule d1/kernel:")
+    out = run(*MLP, "--max-replicated-bytes", "1KB", "-q")
+    assert out.returncode == 1
+    assert [line.split(":")[0] for line in out.stdout.splitlines() if line.startswith("FAIL")] == [
+        "FAIL replicated-large up/kernel", "FAIL replicated-large down/kernel"]
+    out = run(*MLP, *MEGATRON, "--fail-on", "error", "--max-replicated-bytes", "64MB", "-q")
+    assert out.returncode == 0 and "FAIL" not in out.stdout
+
+
+def test_plan_file_and_a_builder_file(tmp_path):
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(examples.megatron_plan().to_json())
+    builder = tmp_path / "models.py"
+    builder.write_text(textwrap.dedent("""
+        from shardviz import examples
+
+        def build():
+            return examples.mlp(d_model=32, hidden=128)
+    """))
+    out = run("report", f"{builder}:build", "--devices", "8", "--plan", str(plan_file), "-q")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("mlp: 4 variables, 8,352 params")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["report", "nosuch.module:build", "--mesh", "batch=8"], "cannot import 'nosuch.module'"),
+    (["report", "shardviz.examples:nothing", "--mesh", "batch=8"], "has no 'nothing'"),
+    (["report", "shardviz.examples", "--mesh", "batch=8"], "is not MODULE_OR_FILE:BUILDER"),
+    (["report", "x:y", "--mesh", "batch:2"], "is not NAME=SIZE"),
+    (["report", "x:y", "--mesh", "batch=2", "--rule", "nokey"], "is not KEY=AXES"),
+    (["report", "x:y", "--mesh", "batch=2", "--rule", "k=(model)"], "is not a mesh axis name"),
+    (["report", "x:y", "--mesh", "batch=2", "--inputs", "8by16"], "is not a shape like 8x128"),
+    (["report", "x:y", "--mesh", "batch=2", "--inputs", "8x16:float99"], "is not a dtype"),
+    (["report", "x:y", "--plan", "/nonexistent/plan.json"], "cannot read plan file"),
+    (["report", "x:y"], "give a plan"),
+    (["report", "x:y", "--mesh", "batch=2", "--fail-on", "oops"], "unknown kind 'oops'"),
+    (["report", "x:y", "--mesh", "batch=2", "--max-replicated-bytes", "lots"], "not a size"),
+])
+def test_bad_input_gives_one_line_and_exit_code_2(args, words):
+    out = run(*args)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("shardviz: error:") and words in lines[0], lines
+
+
+def test_builder_that_raises_and_unreadable_plan(tmp_path):
+    builder = tmp_path / "broken.py"
+    builder.write_text("def build():\n    raise ValueError('no such layer size: 0')\n")
+    out = run("report", f"{builder}:build", "--mesh", "batch=8", "--devices", "8")
+    assert out.returncode == 2
+    errors = [line for line in out.stderr.splitlines() if line.startswith("shardviz: error:")]
+    assert len(errors) == 1 and "no such layer size: 0" in errors[0]
+    bad = tmp_path / "plan.json"
+    bad.write_text("{oops")
+    out = run("report", "shardviz.examples:mlp", "--plan", str(bad))
+    assert out.returncode == 2 and "not valid JSON" in out.stderr
+
+
+def test_demo_writes_its_report(tmp_path):
+    out = run("demo", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    page = (tmp_path / "demo-report.html").read_text()
+    assert "attn/query/kernel" in page and "data:image/png;base64," in page
+    assert "deliberate mistake" in out.stdout and "all-reduce" in out.stdout
+
+
+def test_version_and_help():
+    assert run("--version").stdout.strip() == f"shardviz {shardviz.__version__}"
+    out = run("report", "--help")
+    assert out.returncode == 0 and "--fail-on" in out.stdout and "--max-replicated-bytes" in out.stdout
+
+
+def test_parsers_in_process():
+    assert cli.parse_mesh("data=4, model=2") == {"data": 4, "model": 2}
+    assert cli.parse_rule("a=b=model") == ("a=b", ("model",))
+    assert cli.parse_rule("k=-,model,None") == ("k", (None, "model", None))
+    assert cli.parse_bytes("1.5 MiB") == 1572864
+    with pytest.raises(cli.UsageError, match="appears twice"):
+        cli.parse_mesh("a=1,a=2")
