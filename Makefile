@@ -28,8 +28,16 @@ browser:
 lab: setup
 	$(BIN)/jupyter lab notebooks/
 
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
+
 test: setup browser
-	SHARDVIZ_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests
+	SHARDVIZ_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(NBVAL) tests notebooks
+
+# Re-execute every notebook and store it with its outputs.
+notebooks: setup
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	  --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False \
+	  --ExecutePreprocessor.store_widget_state=False notebooks/*.ipynb
 
 bench: setup
 	for script in bench/bench_*.py; do $(BIN)/python $$script || exit 1; done

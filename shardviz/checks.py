@@ -122,8 +122,12 @@ def rule_problems(plan: Plan, scan: Scan, var_layouts, out_layouts) -> tuple[lis
     usage = rule_usage(plan.rule_keys, matches)
     problems = []
     paths = scan.paths
+    seen_keys = set()
     for u, rule in zip(usage, plan.rules):
         key = rule.key
+        if key in seen_keys:
+            continue  # a duplicate key: reported by Plan.check
+        seen_keys.add(key)
         if u["status"] == "unused":
             if rule.is_output and scan.outputs_source == "none":
                 problems.append(Problem(

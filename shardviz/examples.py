@@ -98,7 +98,7 @@ def nested(d_model: int = 16, hidden: int = 64):
     return keras.Model(x, y, name="outer")
 
 
-def transformer_block(seq: int = 16, d_model: int = 64, heads: int = 4, ff: int = 256,
+def transformer_block(seq: int = 16, d_model: int = 64, heads: int = 8, ff: int = 256,
                       name: str = "transformer"):
     """One pre-norm transformer block: LayerNorm, MultiHeadAttention, MLP."""
     keras = _keras.keras()

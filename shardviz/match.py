@@ -147,7 +147,9 @@ def rule_usage(keys: Sequence[str], matches: Sequence[Match]) -> list[dict]:
     ``status`` is ``"used"``, ``"unused"`` (it fullmatches no path),
     ``"shadowed"`` (every path it matches is an exact key of another rule),
     ``"conflicted"`` (every path it matches also matches another rule, so
-    Keras raises) or ``"invalid"`` (not a valid regex).
+    Keras raises), ``"blocked"`` (its paths fail because another key is an
+    invalid regex, which Keras hits on every lookup) or ``"invalid"`` (not a
+    valid regex).
 
     >>> ms = RuleMatcher(["a/kernel", "b/kernel"]).match(["a/kernel", ".*a.*", "x"])
     >>> [u["status"] for u in rule_usage(["a/kernel", ".*a.*", "x"], ms)]
@@ -166,8 +168,13 @@ def rule_usage(keys: Sequence[str], matches: Sequence[Match]) -> list[dict]:
         elif u["wins"]:
             u["status"] = "used"
         elif u["matches"]:
-            conflicted = any(m.how == "conflict" and u["index"] in m.candidates for m in matches)
-            u["status"] = "conflicted" if conflicted else "shadowed"
+            mine = [m for m in matches if u["index"] in m.candidates]
+            if any(m.how == "error" for m in mine):
+                u["status"] = "blocked"
+            elif any(m.how == "conflict" for m in mine):
+                u["status"] = "conflicted"
+            else:
+                u["status"] = "shadowed"
     return usage
 
 

@@ -116,11 +116,11 @@ def test_text_refuses_ranks_jax_cannot_draw(report):
 
 
 def test_picture_of_a_3d_kernel_and_a_4d_activation(report):
-    fig = report.show("attn/query/kernel")  # (64, 4, 16), split on heads
+    fig = report.show("attn/query/kernel")  # (64, 8, 8), split on heads
     layout = fig.shardviz_layout
-    assert layout.shape == (64, 4, 16) and (layout.row_dim, layout.col_dim) == (1, 0)
+    assert layout.shape == (64, 8, 8) and (layout.row_dim, layout.col_dim) == (1, 0)
     assert len(layout.tiles) == 4 and all(len(t.devices) == 2 for t in layout.tiles)
-    act = report.show("attn/query/output").shardviz_layout  # (8, 16, 4, 16)
+    act = report.show("attn/query/output").shardviz_layout  # (8, 16, 8, 8)
     assert (act.row_dim, act.col_dim, act.panel_dims) == (0, 2, ())
     assert len(act.tiles) == 8
     chosen = report.show("attn/query/kernel", rows=2, cols=0).shardviz_layout
@@ -144,7 +144,7 @@ def test_show_sharding_of_a_real_array_matches_its_shards(report):
     layout = shardviz.show_sharding(value, title="q").shardviz_layout
     for shard in value.addressable_shards:
         tile = next(t for t in layout.tiles if shard.device.id in t.devices)
-        assert tile.rows == span(shard.index[1], 4)
+        assert tile.rows == span(shard.index[1], 8)
 
 
 @pytest.mark.parametrize("kind", ["show", "mesh", "memory", "flow", "grid", "compare"])

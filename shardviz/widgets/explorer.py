@@ -31,6 +31,7 @@ from .mesh import MeshEditor
 from .rules import RuleEditor
 
 TABS = ("Tensor", "Variables", "Problems", "Memory", "Communication", "Export")
+AUTO = -1  # the dim choosers' "auto" (None would read as "nothing selected")
 STAGES = ("placing", "tracing", "compiling", "running", "train step", "done")
 
 
@@ -109,7 +110,13 @@ class Explorer:
         return self.traced is not None and self.traced.plan == self._plan
 
     def _repr_mimebundle_(self, **kwargs):
-        return self.app._repr_mimebundle_(**kwargs)
+        bundle = self.app._repr_mimebundle_(**kwargs)
+        # The widget's own text form lists every child's value (timings
+        # included); a short stable line keeps stored notebooks stable.
+        bundle["text/plain"] = (f"shardviz Explorer: {self.scan.kind} model "
+                                f"{getattr(self.scan.model, 'name', '')!r}, "
+                                f"{len(self.scan.variables)} variables")
+        return bundle
 
     # ------------------------------------------------------------ editing
     def propose(self, edit, raise_errors: bool = False):
@@ -205,13 +212,13 @@ class Explorer:
         self.picker = W.Select(rows=14, layout=W.Layout(width="320px"))
         self.picker.add_class("shardviz-picker")
         self.picker.observe(lambda _: self._guarded(self._render_tensor), "value")
-        self.rows_dim = W.Dropdown(description="rows", options=[("auto", None)],
+        self.rows_dim = W.Dropdown(description="rows", options=[("auto", AUTO)], value=AUTO,
                                    layout=W.Layout(width="150px"))
-        self.cols_dim = W.Dropdown(description="cols", options=[("auto", None)],
+        self.cols_dim = W.Dropdown(description="cols", options=[("auto", AUTO)], value=AUTO,
                                    layout=W.Layout(width="150px"))
         for dd in (self.rows_dim, self.cols_dim):
             dd.observe(lambda _: self._guarded(self._render_tensor), "value")
-        self.picture = W.Image(format="png", layout=W.Layout(max_width="640px"))
+        self.picture = W.Image(format="png")
         self.picture.add_class("shardviz-picture")
         self.jax_text = W.HTML()
         self.explanation = W.HTML()
@@ -341,15 +348,18 @@ class Explorer:
             path, index, source = value, 0, self.report
             shape = source.variable(path).info.shape
             banner = ""
-        dims = [("auto", None)] + [(f"dim {d} ({n})", d) for d, n in enumerate(shape)]
+        dims = [("auto", AUTO)] + [(f"dim {d} ({n})", d) for d, n in enumerate(shape)]
         for dd in (self.rows_dim, self.cols_dim):
             if tuple(dd.options) != tuple(dims):
                 dd.options = dims
-                dd.value = None
-        rows, cols = self.rows_dim.value, self.cols_dim.value
+                dd.value = AUTO
+        rows = None if self.rows_dim.value == AUTO else self.rows_dim.value
+        cols = None if self.cols_dim.value == AUTO else self.cols_dim.value
         if rows is not None and rows == cols:
             cols = None
-        self.picture.value = png(source.show(path, rows=rows, cols=cols, index=index))
+        fig = source.show(path, rows=rows, cols=cols, index=index)
+        self.picture.width = str(int(fig.get_figwidth() * fig.dpi))  # never upscaled
+        self.picture.value = png(fig)
         try:
             text = source.text(path, index)
             self.jax_text.value = ("<details><summary>as <code>jax.debug.visualize_sharding</code> "

@@ -53,6 +53,9 @@ def rule_feedback(report) -> list[tuple[str, str, int | None]]:
         elif conflicts:
             path = next(m.path for m, _ in matches if m.how == "conflict" and i in m.candidates)
             out.append(("error", f"conflicts with rule {conflicts[0]} on {path!r}", rank))
+        elif usage["status"] == "blocked":
+            out.append(("warn", f"matches {usage['matches']}, but an invalid rule makes Keras fail",
+                        rank))
         elif usage["status"] == "unused":
             out.append(("warn", "matches nothing", None))
         elif usage["status"] == "shadowed":
