@@ -266,7 +266,8 @@ class Report:
     @property
     def output_values(self):
         """Concrete mode: the model's sharded outputs (``jax.Array``s)."""
-        self.values  # raises if not concrete
+        if self.trace is None or self.trace.variables is None:
+            return self.values  # raises, saying why
         return self.trace.outputs
 
     # ----------------------------------------------------------- numbers
@@ -316,10 +317,10 @@ class Report:
         if path in self._by_path:
             return self._by_path[path].geometry
         a = self.activation(path, index)
+        self._refuse_uneven(a)
         from .geometry import geometry_of
 
-        spec = a.actual_spec
-        return geometry_of(self.mesh, a.shape, a.dtype, spec)
+        return geometry_of(self.mesh, a.shape, a.dtype, a.actual_spec)
 
     def shards(self, path: str) -> pd.DataFrame:
         """Per device: its mesh coordinates and the index ranges it holds."""
@@ -341,9 +342,26 @@ class Report:
         if path in self._by_path:
             return self._by_path[path].geometry.indices()
         a = self.activation(path, index)
-        if self.mesh.abstract:  # pragma: no cover - traces need a concrete mesh
-            raise ShardvizError("Traced outputs need a concrete mesh.")
+        self._refuse_uneven(a)
         return {d.id: idx for d, idx in a.actual.devices_indices_map(a.shape).items()}
+
+    def _refuse_uneven(self, a):
+        """JAX describes no per-device index ranges for an uneven split."""
+        if not a.uneven:
+            return
+        spec = a.actual_spec
+        sizes = dict(zip(self.mesh.axis_names, self.mesh.shape))
+        bad = [(d, n, ax) for d, (n, ax) in enumerate(zip(a.shape, spec))
+               if isinstance(ax, str) and n % sizes[ax]]
+        if not bad:
+            return
+        d, n, ax = bad[0]
+        raise ShardvizError(
+            f"The output {a.path!r} {a.shape} is split unevenly: dim {d} of size {n} over axis "
+            f"{ax!r} of size {sizes[ax]}. XLA pads its shards to {a.shard_shape}, and JAX gives no "
+            "per-device index ranges for an uneven split, so it cannot be drawn.",
+            hint="See report.problems for the rule that asks for it, and make the dim divide.",
+            path=a.path, layer=a.layer)
 
     # ----------------------------------------------------------- pictures
     def show(self, path: str, *, rows: int | None = None, cols: int | None = None,
@@ -375,6 +393,7 @@ class Report:
             shape, sharding = g.shape, g.sharding
         else:
             a = self.activation(path, index)
+            self._refuse_uneven(a)
             shape, sharding = a.shape, a.actual
         if len(shape) not in (1, 2):
             raise ShardvizError(

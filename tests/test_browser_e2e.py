@@ -77,7 +77,8 @@ def voila(tmp_path):
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
                     log.flush()
-                    raise RuntimeError("voila did not start:\n" + (tmp_path / "voila.log").read_text())
+                    raise RuntimeError("voila did not start:\n" +
+                                       (tmp_path / "voila.log").read_text()) from None
                 time.sleep(0.3)
         yield url
     finally:

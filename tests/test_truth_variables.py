@@ -3,7 +3,6 @@
 import math
 
 import jax
-import keras
 import numpy as np
 import pytest
 

@@ -20,6 +20,7 @@ CSS = """
 .shardviz-report .sv-info { color: #005a8a; }
 .shardviz-report .sv-sharded { color: #1b7f3b; }
 .shardviz-report tr.sv-row-error td { background: #fdecee; }
+.shardviz-report tr.sv-row-warning td { background: #fff6e0; }
 .shardviz-report code { font-size: 12px; }
 .shardviz-report summary { cursor: pointer; font-weight: 600; margin: 4px 0; }
 </style>
@@ -56,6 +57,8 @@ def problems_html(report) -> str:
 
 
 def variables_html(report, max_rows: int = 200) -> str:
+    """The variables table; rows with an error or a warning are highlighted."""
+    warned = {p.path for p in report.problem_list if p.severity == "warning" and p.path}
     rows, classes = [], []
     for vl in report.variable_layouts[:max_rows]:
         g = vl.geometry
@@ -68,7 +71,8 @@ def variables_html(report, max_rows: int = 200) -> str:
             _e(g.shard_shape if vl.error is None else "—"), _e(human_bytes(g.bytes_per_device)),
             f'<span class="sv-{vl.status}">{_e(vl.status)}</span>',
         ])
-        classes.append("sv-row-error" if vl.status == "error" else "")
+        classes.append("sv-row-error" if vl.status == "error" else
+                       "sv-row-warning" if vl.info.path in warned else "")
     table = _table(["path", "shape", "dtype", "spec", "rule", "shard", "per device", "status"],
                    rows, classes)
     more = len(report.variable_layouts) - max_rows

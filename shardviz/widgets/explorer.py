@@ -357,7 +357,13 @@ class Explorer:
         cols = None if self.cols_dim.value == AUTO else self.cols_dim.value
         if rows is not None and rows == cols:
             cols = None
-        fig = source.show(path, rows=rows, cols=cols, index=index)
+        try:
+            fig = source.show(path, rows=rows, cols=cols, index=index)
+        except ShardvizError as e:
+            self.picture.value = b""
+            self.jax_text.value = ""
+            self.explanation.value = banner + error_html(e.message, e.hint)
+            return
         self.picture.width = str(int(fig.get_figwidth() * fig.dpi))  # never upscaled
         self.picture.value = png(fig)
         try:

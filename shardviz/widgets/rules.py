@@ -147,7 +147,7 @@ class RuleEditor:
                     if a is not None and a not in plan.axis_names]
         if len(dims.children) != len(rule.axes):
             dropdowns = []
-            for d in range(len(rule.axes)):
+            for _ in range(len(rule.axes)):
                 dd = widgets.Dropdown(layout=widgets.Layout(width="96px"))
                 dd.add_class("shardviz-rule-dim")
                 dd.observe(lambda change, i=i: self._dims_changed(i), "value")
