@@ -8,6 +8,8 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 CHROMIUM ?= /usr/bin/chromium
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || command -v sudo)
+# JupyterLab refuses to run as root unless told; containers often are root.
+LAB_FLAGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .PHONY: setup browser lab test notebooks bench clean
 
@@ -26,7 +28,7 @@ browser:
 	@$(CHROMIUM) --version
 
 lab: setup
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab $(LAB_FLAGS) notebooks/
 
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
