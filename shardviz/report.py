@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 
 import pandas as pd
 
@@ -43,7 +44,7 @@ RULE_COLUMNS = ["index", "key", "axes", "kind", "matches", "wins", "status"]
 PROBLEM_COLUMNS = ["severity", "kind", "path", "rule", "layer", "message", "hint"]
 ACTIVATION_COLUMNS = [
     "path", "layer", "layer_class", "output", "shape", "dtype", "rule", "requested_spec",
-    "actual_spec", "shard_shape", "bytes_per_device", "honored", "uneven", "returned_spec",
+    "actual_spec", "shard_shape", "bytes_per_device", "honored", "padded", "returned_spec",
     "calls",
 ]
 COLLECTIVE_COLUMNS = [
@@ -194,11 +195,11 @@ class Report:
                          ("rule", a.rule), ("requested_spec", a.requested_spec),
                          ("actual_spec", a.actual_spec), ("shard_shape", a.shard_shape),
                          ("bytes_per_device", a.bytes_per_device), ("honored", a.honored),
-                         ("uneven", bool(a.uneven)), ("returned_spec", a.returned_spec),
+                         ("padded", a.padded), ("returned_spec", a.returned_spec),
                          ("calls", a.calls)):
                 cols[c].append(v)
         return frame(cols, ACTIVATION_COLUMNS, {"output": "int64", "calls": "int64",
-                                                "uneven": bool, "honored": object})
+                                                "padded": bool, "honored": object})
 
     @functools.cached_property
     def collectives(self) -> pd.DataFrame:
@@ -346,19 +347,20 @@ class Report:
         return {d.id: idx for d, idx in a.actual.devices_indices_map(a.shape).items()}
 
     def _refuse_uneven(self, a):
-        """JAX describes no per-device index ranges for an uneven split."""
-        if not a.uneven:
-            return
+        """JAX describes no per-device index ranges for an uneven split, which
+        XLA may choose for an output whether or not a rule asked for it."""
         spec = a.actual_spec
         sizes = dict(zip(self.mesh.axis_names, self.mesh.shape))
-        bad = [(d, n, ax) for d, (n, ax) in enumerate(zip(a.shape, spec))
-               if isinstance(ax, str) and n % sizes[ax]]
+        bad = [(d, n, ax) for d, (n, ax) in enumerate(zip(a.shape, spec or ()))
+               if ax is not None and n % math.prod(sizes[x] for x in
+                                                   (ax if isinstance(ax, tuple) else (ax,)))]
         if not bad:
             return
         d, n, ax = bad[0]
+        k = math.prod(sizes[x] for x in (ax if isinstance(ax, tuple) else (ax,)))
         raise ShardvizError(
             f"The output {a.path!r} {a.shape} is split unevenly: dim {d} of size {n} over axis "
-            f"{ax!r} of size {sizes[ax]}. XLA pads its shards to {a.shard_shape}, and JAX gives no "
+            f"{ax!r} of size {k}. XLA pads its shards to {a.shard_shape}, and JAX gives no "
             "per-device index ranges for an uneven split, so it cannot be drawn.",
             hint="See report.problems for the rule that asks for it, and make the dim divide.",
             path=a.path, layer=a.layer)

@@ -64,6 +64,19 @@ class Activation:
         ]
 
     @property
+    def padded(self) -> bool:
+        """Whether XLA's actual layout splits some dim unevenly (padding the
+        shards), whether or not a rule asked for it."""
+        if self.actual is None:
+            return False
+        sizes = dict(zip(self.actual.mesh.axis_names, self.actual.mesh.axis_sizes))
+        for n, entry in zip(self.shape, self.actual_spec):
+            names = entry if isinstance(entry, tuple) else ((entry,) if entry else ())
+            if names and n % math.prod(sizes[a] for a in names):
+                return True
+        return False
+
+    @property
     def returned_spec(self) -> tuple | None:
         if self.returned is None:
             return None

@@ -103,7 +103,8 @@ def test_uneven_output_layout_is_flagged():
     (p,) = report.problems_of("indivisible")
     assert p.layer == "act" and p.rule == "act/output" and "size 6" in p.message
     assert "pads the shards to (2, 64)" in p.message
-    assert report.activations.set_index("path").loc["act/output", "uneven"]
+    acts = report.activations.set_index("path")
+    assert acts.loc["act/output", "padded"] and not acts.loc["up/output", "requested_spec"]
     with pytest.raises(ShardvizError, match="split unevenly: dim 0 of size 6 over axis 'model'"):
         report.show("act/output")  # JAX has no index ranges for it; say so, do not guess
     last = Plan({"batch": 2, "model": 4}, {"down/output": ("model", None)})
