@@ -17,7 +17,6 @@ from .plan import Plan
 from .model_scan import OutputInfo, Scan, VariableInfo
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
 class VariableLayout:
     """One variable under a plan.
 
@@ -31,23 +30,21 @@ class VariableLayout:
         geometry: the resulting shards. When Keras would fail (``error`` is
             set) this is the replicated layout, so that memory is still counted.
         error: the reason Keras would fail, or None.
+        status: ``"sharded"``, ``"replicated"`` or ``"error"`` (Keras would raise).
     """
 
-    info: VariableInfo
-    match: Match
-    source: str
-    axes: tuple
-    geometry: TensorGeometry
-    error: GeometryError | None = None
+    # A plain slotted class: one is made per variable on every re-analysis.
+    __slots__ = ("info", "match", "source", "axes", "geometry", "error", "status")
 
-    status: str = ""
-    """``"sharded"``, ``"replicated"`` or ``"error"`` (Keras would raise)."""
+    def __init__(self, info: VariableInfo, match: Match, source: str, axes: tuple,
+                 geometry: TensorGeometry, error: GeometryError | None = None):
+        self.info, self.match, self.source, self.axes = info, match, source, axes
+        self.geometry, self.error = geometry, error
+        self.status = "error" if error is not None else (
+            "sharded" if geometry.sharded else "replicated")
 
-    def __post_init__(self):
-        if not self.status:
-            status = "error" if self.error is not None else (
-                "sharded" if self.geometry.sharded else "replicated")
-            object.__setattr__(self, "status", status)
+    def __repr__(self) -> str:
+        return f"<VariableLayout {self.info.path!r} {self.status} {self.axes!r}>"
 
 
 @dataclasses.dataclass(frozen=True)

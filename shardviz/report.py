@@ -22,6 +22,7 @@ import difflib
 import functools
 import math
 
+import numpy as np
 import pandas as pd
 
 from .errors import SEVERITIES, Problem, ShardvizError
@@ -69,14 +70,21 @@ def _dtype(values):
     return object
 
 
+def _column(values, dtype):
+    # np.fromiter keeps tuples as single objects; an explicit object Series
+    # stops pandas from turning strings-and-None into a string column.
+    array = np.fromiter(values, dtype=np.dtype(dtype), count=len(values))
+    return pd.Series(array, dtype=object, copy=False) if array.dtype == object else array
+
+
 def frame(cols: dict, columns: list, dtypes: dict | None = None) -> pd.DataFrame:
     """A DataFrame with integer and boolean columns typed, and every other
     column kept as Python objects (tuples, strings, None), rather than
     letting pandas turn None into NaN."""
     dtypes = dtypes or {}
     return pd.DataFrame(
-        {c: pd.Series(cols[c], dtype=dtypes.get(c) or _dtype(cols[c])) for c in columns},
-        columns=columns,
+        {c: _column(cols[c], dtypes.get(c) or _dtype(cols[c])) for c in columns},
+        columns=columns, copy=False,
     )
 
 
