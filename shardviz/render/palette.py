@@ -1,7 +1,7 @@
 """One colour per device, the same in every figure.
 
-Colours come from Paul Tol's colour-blind-safe "muted" and "light" schemes
-(12 hues that stay apart under the common colour-vision deficiencies). From
+Colours come from two published colour-blind-safe qualitative schemes (12
+hues that stay apart under the common colour-vision deficiencies). From
 device 12 on, a hatch pattern is added, so 72 devices get distinct
 (colour, hatch) pairs; tiles are also labelled with device ids, which stay
 the source of truth on larger meshes.
