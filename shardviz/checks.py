@@ -138,7 +138,7 @@ def rule_problems(plan: Plan, scan: Scan, var_layouts, out_layouts) -> tuple[lis
                 ))
                 continue
             misses = near_misses(key, paths) if len(paths) < 20000 else []
-            better = suggest_key(key, paths)
+            better = suggest_key(key, paths) if misses else None
             hint = "Keras matches a key against the whole path (re.fullmatch)."
             if better:
                 hint += f" Did you mean {better!r}? It matches {misses[0]!r}."
