@@ -59,6 +59,13 @@ def model_parallel_layout_map(distribution):
     return distribution._layout_map
 
 
+def layout_keys(distribution) -> dict:
+    """``id(layout) -> key`` for the layouts of a ModelParallel's LayoutMap,
+    so that a layout Keras returns for a lookup names the rule it came from."""
+    layout_map = model_parallel_layout_map(distribution)
+    return {id(layout_map[key]): key for key in layout_map}
+
+
 def current_layer():
     """The layer whose name scope is innermost right now, or None.
 

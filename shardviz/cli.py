@@ -196,8 +196,9 @@ def build_plan(args):
 
 def guard_failures(report, fail_on: set[str], max_replicated: int | None) -> list[str]:
     lines = []
+    severities = [s for s in SEVERITIES if s in fail_on]
     for p in report.problem_list:
-        if p.kind in fail_on or p.severity in fail_on:
+        if p.kind in fail_on or any(p.at_least(s) for s in severities):
             where = p.path or p.rule or p.layer or "-"
             lines.append(f"FAIL {p.kind} {where}: {p.message}")
     if max_replicated is not None:
@@ -318,8 +319,9 @@ def make_parser() -> argparse.ArgumentParser:
                      help="analyse a training step (forward, backward, optimizer update)")
     guards = report.add_argument_group("CI guards (exit code 1 when one fails)")
     guards.add_argument("--fail-on", metavar="KINDS",
-                        help="problem kinds or severities, e.g. unused-rule,conflict,indivisible,"
-                        "dropped-constraint or error")
+                        help="problem kinds, e.g. unused-rule,conflict,indivisible,"
+                        "dropped-constraint, or a severity (error, warning, info), which fails "
+                        "on every problem at least that severe")
     guards.add_argument("--max-replicated-bytes", metavar="SIZE",
                         help="fail on any variable at least this large left fully replicated, "
                         "e.g. 64MB or 1GiB")

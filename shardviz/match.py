@@ -29,9 +29,6 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-HOW = ("exact", "regex", "none", "conflict", "error")
-
-
 @dataclasses.dataclass(frozen=True)
 class Match:
     """How Keras resolves one path against the rules.
@@ -128,11 +125,6 @@ class RuleMatcher:
             else:
                 out.append(Match(path, "none", None, ()))
         return out
-
-    def match_one(self, keys: Sequence[str], path: str) -> Match:
-        if path in self._index:
-            return self.match(keys)[self._index[path]]
-        return RuleMatcher([path]).match(keys)[0]
 
 
 def match_path(keys: Sequence[str], path: str) -> Match:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import math
 
 import numpy as np
 import pandas as pd
@@ -357,15 +356,9 @@ class Report:
     def _refuse_uneven(self, a):
         """JAX describes no per-device index ranges for an uneven split, which
         XLA may choose for an output whether or not a rule asked for it."""
-        spec = a.actual_spec
-        sizes = dict(zip(self.mesh.axis_names, self.mesh.shape))
-        bad = [(d, n, ax) for d, (n, ax) in enumerate(zip(a.shape, spec or ()))
-               if ax is not None and n % math.prod(sizes[x] for x in
-                                                   (ax if isinstance(ax, tuple) else (ax,)))]
-        if not bad:
+        if not a.uneven_actual:
             return
-        d, n, ax = bad[0]
-        k = math.prod(sizes[x] for x in (ax if isinstance(ax, tuple) else (ax,)))
+        d, n, ax, k = a.uneven_actual[0]
         raise ShardvizError(
             f"The output {a.path!r} {a.shape} is split unevenly: dim {d} of size {n} over axis "
             f"{ax!r} of size {k}. XLA pads its shards to {a.shard_shape}, and JAX gives no "

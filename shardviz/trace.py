@@ -52,29 +52,29 @@ class Activation:
     """For a model output: the sharding the jitted pass returns it with."""
 
     @property
-    def uneven(self) -> list[tuple[int, int, str, int]]:
-        """``(dim, size, axis, axis size)`` for each requested split that does
+    def _mesh_sizes(self) -> dict:
+        return dict(zip(self.actual.mesh.axis_names, self.actual.mesh.axis_sizes))
+
+    @property
+    def uneven(self) -> list[tuple[int, int, object, int]]:
+        """``(dim, size, axis, axis size)`` for each *requested* split that does
         not divide: eager Keras raises there, jit pads or replicates."""
         if self.requested is None or self.actual is None:
             return []
-        sizes = dict(zip(self.actual.mesh.axis_names, self.actual.mesh.axis_sizes))
-        return [
-            (d, n, a, sizes[a]) for d, (n, a) in enumerate(zip(self.shape, self.requested_spec))
-            if a is not None and a in sizes and n % sizes[a]
-        ]
+        return uneven_dims(self.shape, self.requested_spec, self._mesh_sizes)
+
+    @property
+    def uneven_actual(self) -> list[tuple[int, int, object, int]]:
+        """The same for XLA's *actual* layout, whether or not a rule asked."""
+        if self.actual is None:
+            return []
+        return uneven_dims(self.shape, self.actual_spec, self._mesh_sizes)
 
     @property
     def padded(self) -> bool:
         """Whether XLA's actual layout splits some dim unevenly (padding the
         shards), whether or not a rule asked for it."""
-        if self.actual is None:
-            return False
-        sizes = dict(zip(self.actual.mesh.axis_names, self.actual.mesh.axis_sizes))
-        for n, entry in zip(self.shape, self.actual_spec):
-            names = entry if isinstance(entry, tuple) else ((entry,) if entry else ())
-            if names and n % math.prod(sizes[a] for a in names):
-                return True
-        return False
+        return bool(self.uneven_actual)
 
     @property
     def returned_spec(self) -> tuple | None:
@@ -98,14 +98,13 @@ class Activation:
     def shard_shape(self) -> tuple | None:
         if self.actual is None:
             return None
-        try:
+        if not self.padded:
             return tuple(int(d) for d in self.actual.shard_shape(self.shape))
-        except Exception:  # uneven: pad each split dim up
-            spec = self.actual_spec
-            mesh = dict(zip(self.actual.mesh.axis_names, self.actual.mesh.axis_sizes))
-            return tuple(
-                -(-d // _axes_size(a, mesh)) if a is not None else d for d, a in zip(self.shape, spec)
-            )
+        # JAX refuses the shard shape of an uneven split; XLA pads each split
+        # dim up to the next multiple of its axes' size.
+        sizes = self._mesh_sizes
+        return tuple(-(-n // _axes_size(a, sizes)) if a is not None else n
+                     for n, a in zip(self.shape, self.actual_spec))
 
     @property
     def bytes_per_device(self) -> int | None:
@@ -143,6 +142,23 @@ def _axes_size(entry, mesh_sizes) -> int:
     if isinstance(entry, tuple):
         return math.prod(mesh_sizes[a] for a in entry)
     return mesh_sizes[entry]
+
+
+def uneven_dims(shape, spec, mesh_sizes) -> list[tuple[int, int, object, int]]:
+    """``(dim, size, axis entry, axes size)`` for each dim of ``spec`` whose
+    mesh axes do not divide it (axes missing from the mesh are ignored).
+
+    >>> uneven_dims((6, 8), ("model", None), {"model": 4})
+    [(0, 6, 'model', 4)]
+    """
+    out = []
+    for d, (n, entry) in enumerate(zip(shape, spec)):
+        names = entry if isinstance(entry, tuple) else ((entry,) if entry else ())
+        if names and all(a in mesh_sizes for a in names):
+            k = _axes_size(entry, mesh_sizes)
+            if n % k:
+                out.append((d, n, entry, k))
+    return out
 
 
 @dataclasses.dataclass
@@ -184,8 +200,9 @@ class Trace:
 class _Recorder:
     """Watches layer outputs inside the trace, one record per path."""
 
-    def __init__(self, model_name, plan=None):
-        self.plan = plan
+    def __init__(self, model_name, key_of=None):
+        self.key_of = key_of or {}
+        """id of a LayoutMap layout to its key: which rule Keras applied."""
         self.records: dict[tuple[str, int], Activation] = {}
         self.order: list[tuple[str, int]] = []
         self.model_name = model_name
@@ -217,20 +234,13 @@ class _Recorder:
                 path=path, layer=name, layer_class=type(layer).__name__, index=i,
                 shape=tuple(int(d) for d in leaf.shape), dtype=str(leaf.dtype),
                 requested=tuple(layout.axes) if layout is not None else None,
-                rule=self.rule_for(path) if layout is not None else None,
+                rule=self.key_of.get(id(layout)) if layout is not None else None,
             )
             self.records[key] = rec
             self.order.append(key)
             self.by_tracer[id(leaf)] = key
             jax.debug.inspect_array_sharding(leaf, callback=functools.partial(self._seen, key))
         return out
-
-    def rule_for(self, path):
-        """The key of the rule Keras used for ``path``."""
-        from .match import match_path
-
-        m = match_path(self.plan.rule_keys, path) if self.plan is not None else None
-        return self.plan.rules[m.rule].key if m is not None and m.rule is not None else None
 
     def _seen(self, key, sharding):
         self.records[key].actual = sharding
@@ -428,7 +438,7 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         x = input_specs
     seconds["place"] = time.perf_counter() - t
 
-    recorder = _Recorder(name, plan)
+    recorder = _Recorder(name, _keras.layout_keys(dist))
 
     def forward(tv, ntv, x):
         with _keras.deferred_variables(), _keras.observing_outputs(recorder.on_output, base=dist):
@@ -530,7 +540,7 @@ def _add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, op
               for v, s in zip(optimizer.variables, opt_shardings)]
     else:
         ov = [_initial_value(v, s) for v, s in zip(optimizer.variables, opt_shardings)]
-    recorder = _Recorder(name, plan)
+    recorder = _Recorder(name, _keras.layout_keys(dist))
 
     def step(tv, ntv, ov, x):
         def loss_fn(tv):

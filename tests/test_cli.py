@@ -141,3 +141,13 @@ def test_parsers_in_process():
     assert cli.parse_bytes("1.5 MiB") == 1572864
     with pytest.raises(cli.UsageError, match="appears twice"):
         cli.parse_mesh("a=1,a=2")
+
+
+def test_a_severity_guard_fails_on_every_problem_at_least_that_severe():
+    plan = shardviz.Plan({"batch": 2, "model": 4},
+                         {"d1/kernel": (None, "model"), "up/kernel": (None, "model", None)})
+    report = shardviz.analyze(examples.mlp, plan)  # one warning, one error
+    kinds = lambda lines: sorted(line.split()[1] for line in lines)  # noqa: E731
+    assert kinds(cli.guard_failures(report, {"error"}, None)) == ["rank-mismatch"]
+    assert kinds(cli.guard_failures(report, {"warning"}, None)) == ["rank-mismatch", "unused-rule"]
+    assert kinds(cli.guard_failures(report, {"unused-rule"}, None)) == ["unused-rule"]

@@ -42,9 +42,6 @@ class ShardvizFigure(Figure):
         self.savefig(buf, format="png", dpi=DPI)
         return buf.getvalue()
 
-    def to_png(self) -> bytes:
-        return self._repr_png_()
-
 
 class Board:
     """A drawing area on a figure, in its own units with y pointing down.
@@ -72,6 +69,7 @@ class Board:
         self.fig.add_artist(patch)
 
     def text(self, x, y, s, **kwargs):
+        """One Text artist (for the odd rotated label glyph outlines cannot do)."""
         return self.fig.text(x, y, s, transform=self.transform, **kwargs)
 
     def labels(self, items, ha: str = "center", weight: str = "normal"):
@@ -93,12 +91,13 @@ class Board:
 
     def scatter(self, xs, ys, s, color, **kwargs):
         from matplotlib.collections import CircleCollection
+        from matplotlib.transforms import IdentityTransform
 
         circles = CircleCollection([s], offsets=list(zip(xs, ys)),
                                    offset_transform=self.transform, facecolors=[color],
                                    edgecolors=kwargs.get("edgecolors", "none"),
                                    linewidths=kwargs.get("linewidths", 0))
-        circles.set_transform(Affine2DIdentity())
+        circles.set_transform(IdentityTransform())
         self.fig.add_artist(circles)
 
 
@@ -126,12 +125,6 @@ def _label_path(text: str, size: float, ha: str = "center", weight: str = "norma
     if not vertices:
         return Path(np.zeros((1, 2)))
     return Path(np.concatenate(vertices), np.concatenate(codes))
-
-
-def Affine2DIdentity():
-    from matplotlib.transforms import IdentityTransform
-
-    return IdentityTransform()
 
 
 def header(fig, lines):

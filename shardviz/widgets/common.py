@@ -37,15 +37,6 @@ class Guard:
                 self.warnings.append(text)
         del self.warnings[:-20]
 
-    def wrap(self, fn, what: str = ""):
-        """``fn`` as a callback that never raises and never prints."""
-
-        def callback(*args, **kwargs):
-            with self(what):
-                fn(*args, **kwargs)
-
-        return callback
-
 
 def error_html(message: str, hint: str = "") -> str:
     text = f'<span class="shardviz-error" style="color:#b00020">{html.escape(message)}</span>'
