@@ -200,7 +200,10 @@ class Trace:
 class _Recorder:
     """Watches layer outputs inside the trace, one record per path."""
 
-    def __init__(self, model_name, key_of=None):
+    def __init__(self, model_name, key_of=None, inspect: bool = True):
+        self.inspect = inspect
+        """False to only apply the layouts (the activations come from the
+        forward pass; the train step need not watch them again)."""
         self.key_of = key_of or {}
         """id of a LayoutMap layout to its key: which rule Keras applied."""
         self.records: dict[tuple[str, int], Activation] = {}
@@ -222,6 +225,8 @@ class _Recorder:
             )
         out = apply(outputs) if apply is not None else outputs
         self.last_layer = name
+        if not self.inspect:
+            return out
         leaves = jax.tree_util.tree_leaves(out)
         for i, leaf in enumerate(leaves):
             if not hasattr(leaf, "shape"):
@@ -540,7 +545,7 @@ def _add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, op
               for v, s in zip(optimizer.variables, opt_shardings)]
     else:
         ov = [_initial_value(v, s) for v, s in zip(optimizer.variables, opt_shardings)]
-    recorder = _Recorder(name, _keras.layout_keys(dist))
+    recorder = _Recorder(name, _keras.layout_keys(dist), inspect=False)
 
     def step(tv, ntv, ov, x):
         def loss_fn(tv):
