@@ -7,7 +7,10 @@ why it is needed, so that a change in Keras breaks one file.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import os
+import threading
 
 from .errors import ShardvizError
 
@@ -77,6 +80,21 @@ def current_layer():
 
     stack = global_state.get_global_attribute("name_scope_stack") or []
     return stack[-1].caller if stack else None
+
+
+def is_symbolic_structure(outputs) -> bool:
+    """Whether ``outputs`` is a structure (not a single tensor) holding
+    KerasTensors: what a multi-output layer returns while a functional model
+    is built. ``keras.distribution.distribute_tensor`` passes a single
+    KerasTensor through untouched, but hands such a structure to
+    ``jax.device_put``, which raises."""
+    k = keras()
+    if isinstance(outputs, k.KerasTensor):
+        return False
+    import jax
+
+    leaves = jax.tree_util.tree_leaves(outputs)
+    return any(isinstance(leaf, k.KerasTensor) for leaf in leaves)
 
 
 def variable_own_layout(variable):
@@ -166,9 +184,72 @@ def observing_outputs(on_output, base=None):
         dl.distribute_tensor = original
 
 
+_deferring = threading.local()
+
+
+class _Constant:
+    """An initializer that returns a fixed value."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __call__(self, shape, dtype=None):
+        return keras().ops.convert_to_tensor(self.value, dtype=dtype)
+
+
+def _install_constant_deferral():
+    """Let variables with a concrete initial value be deferred too.
+
+    Keras's ``StatelessScope(initialize_variables=False)`` defers variables
+    made from an initializer, but refuses one made from a value, such as the
+    ``iterations`` counter every optimizer creates. So a builder that calls
+    ``model.compile()`` (every keras-hub Task does, in ``__init__``) fails
+    in that scope although Keras builds it fine. While shardviz defers
+    variables (in this thread only), such a value becomes an initializer
+    that returns it; elsewhere Keras is unchanged. Waits for Keras to defer
+    concrete values in a stateless scope.
+    """
+    from keras.src.backend.common import variables
+
+    original = variables.Variable.__init__
+    if getattr(original, "_shardviz", False):
+        return
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        if not getattr(_deferring, "on", False):
+            return original(self, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
+        initializer = bound.arguments.get("initializer")
+        if initializer is not None and not callable(initializer) and not isinstance(
+                initializer, str):
+            import numpy as np
+
+            from keras.src.backend.common.variables import standardize_dtype
+
+            value = np.asarray(initializer)
+            if bound.arguments.get("shape") is None:
+                bound.arguments["shape"] = tuple(value.shape)
+            if bound.arguments.get("dtype") is None:
+                bound.arguments["dtype"] = standardize_dtype(value.dtype)
+            bound.arguments["initializer"] = _Constant(value)
+        return original(*bound.args, **bound.kwargs)
+
+    __init__._shardviz = True
+    variables.Variable.__init__ = __init__
+
+
 @contextlib.contextmanager
 def deferred_variables():
-    """Create variables with shape, dtype and path, but no value."""
+    """Create variables with shape, dtype and path, but no value, even those
+    created from a concrete value (an optimizer's step counter)."""
     k = keras()
-    with k.StatelessScope(initialize_variables=False):
-        yield
+    _install_constant_deferral()
+    previous = getattr(_deferring, "on", False)
+    _deferring.on = True
+    try:
+        with k.StatelessScope(initialize_variables=False):
+            yield
+    finally:
+        _deferring.on = previous

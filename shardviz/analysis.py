@@ -27,7 +27,7 @@ from .trace import trace as run_trace
 
 
 BLOCKING = {"conflict", "indivisible", "rank-mismatch", "unknown-axis", "duplicate-axis",
-            "invalid-regex", "duplicate-rule", "batch-axis"}
+            "invalid-regex", "duplicate-rule", "batch-axis", "multi-output-rule"}
 """Error kinds that make Keras refuse the plan before the forward pass runs."""
 
 

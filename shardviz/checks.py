@@ -91,28 +91,59 @@ def variable_problems(plan: Plan, layouts: list[VariableLayout], mesh: MeshModel
 def output_problems(plan: Plan, outputs: list[OutputLayout]) -> list[Problem]:
     problems = []
     for ol in outputs:
-        m, path = ol.match, ol.info.path
+        m, path, info = ol.match, ol.info.path, ol.info
         if m.how == "conflict":
             keys = [plan.rules[i].key for i in m.candidates]
             problems.append(Problem(
                 "error", "conflict",
-                f"Output {path!r} of layer {ol.info.layer!r} matches {len(keys)} rules "
+                f"Output {path!r} of layer {info.layer!r} matches {len(keys)} rules "
                 f"{keys}; Keras raises ValueError when the layer is called.",
                 hint=f"Make the keys more specific, or add the exact key {path!r}.",
-                path=path, layer=ol.info.layer,
+                path=path, layer=info.layer,
             ))
-        elif ol.axes is not None and ol.info.shapes:
-            rank = len(ol.info.shapes[0])
-            rule = plan.rules[m.rule].key
+            continue
+        if ol.axes is None:
+            continue
+        rule = plan.rules[m.rule].key
+        if info.symbolic_structure:
+            n = len(info.shapes)
+            problems.append(Problem(
+                "error", "multi-output-rule",
+                f"Rule {rule!r} constrains the output of layer {info.layer!r} "
+                f"({info.layer_class}), which returns {n} tensors. Keras applies an /output "
+                "layout with distribute_tensor, which passes a single symbolic tensor through "
+                "but hands a list of them to jax.device_put: building this model inside the "
+                "distribution's scope raises ValueError ('Triggering __jax_array__() during "
+                "abstractification').",
+                hint="Drop the rule, or constrain the outputs of the layers that consume "
+                f"{info.layer!r}'s outputs instead.",
+                path=path, rule=rule, layer=info.layer,
+            ))
+        shapes = [shape for call in (info.call_shapes or (info.shapes,)) for shape in call]
+        if shapes:
+            rank = min(len(shape) for shape in shapes)
             if len(ol.axes) > rank:
                 problems.append(Problem(
                     "error", "rank-mismatch",
                     f"Rule {rule!r} gives {len(ol.axes)} entries {tuple(ol.axes)!r} for the "
-                    f"output of layer {ol.info.layer!r}, which has rank {rank}; the "
+                    f"output of layer {info.layer!r}, which has rank {rank}; the "
                     "forward pass fails when Keras applies it.",
                     hint=f"Give exactly {rank} entries.",
-                    path=path, rule=rule, layer=ol.info.layer,
+                    path=path, rule=rule, layer=info.layer,
                 ))
+        distinct = list(dict.fromkeys(info.call_shapes))
+        if len(distinct) > 1:
+            calls = "; ".join(f"call {i}: {', '.join(map(str, shapes))}"
+                              for i, shapes in enumerate(info.call_shapes))
+            problems.append(Problem(
+                "warning", "reused-layer",
+                f"Rule {rule!r} constrains all {len(info.call_shapes)} calls of layer "
+                f"{info.layer!r}, which return different shapes ({calls}). Keras looks up "
+                f"one path, {path!r}, for every call, so the rule cannot tell them apart.",
+                hint="Check report.activations (one row per call) that every call gets the "
+                "layout you mean; if not, constrain the layers that consume one call instead.",
+                path=path, rule=rule, layer=info.layer,
+            ))
     return problems
 
 

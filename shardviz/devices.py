@@ -11,17 +11,8 @@ after the imports; a notebook that calls it late has to restart its kernel.
 
 from __future__ import annotations
 
+from ._adapters.jax import backend_started
 from .errors import ShardvizError
-
-
-def _backend_started() -> bool:
-    """Whether JAX's backend has started, without starting it."""
-    try:
-        from jax._src import xla_bridge
-    except ImportError:  # pragma: no cover - layout of jax internals moved
-        return True
-    probe = getattr(xla_bridge, "backends_are_initialized", None)
-    return bool(probe()) if probe is not None else True
 
 
 def simulate_devices(n: int = 8, *, cpu_only: bool = True) -> int:
@@ -45,7 +36,7 @@ def simulate_devices(n: int = 8, *, cpu_only: bool = True) -> int:
         )
     import jax
 
-    if _backend_started():
+    if backend_started():
         count = jax.device_count()
         if count == n:
             return n

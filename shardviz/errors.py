@@ -43,6 +43,9 @@ KINDS = {
     "replicated-large": "a large variable is left fully replicated",
     "mesh-size": "the mesh size differs from the devices available",
     # tracing
+    "multi-output-rule": "an /output rule on a layer with several outputs, which Keras "
+    "cannot apply while it builds a functional model",
+    "reused-layer": "one /output rule constrains several calls of a layer, with different shapes",
     "dropped-constraint": "XLA did not give an output the layout its rule asks for",
     "trace-failed": "the forward pass could not be traced",
 }

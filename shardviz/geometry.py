@@ -142,14 +142,20 @@ class TensorGeometry:
     mesh: MeshModel = dataclasses.field(repr=False, compare=False)
     sharded: bool = dataclasses.field(default=False, repr=False)
     """Whether any dimension is split."""
+    actual: object = dataclasses.field(default=None, repr=False, compare=False)
+    """The sharding XLA chose, for a traced value (it may split part of an
+    axis, which no PartitionSpec names)."""
 
     @property
     def sharding(self):
-        """The ``jax.sharding.NamedSharding`` of this layout."""
-        return self.mesh.sharding(self.spec)
+        """The ``jax.sharding.Sharding`` of this layout (a ``NamedSharding``
+        unless XLA chose one that no PartitionSpec names)."""
+        return self.actual if self.actual is not None else self.mesh.sharding(self.spec)
 
     def indices(self) -> dict[int, tuple[slice, ...]]:
         """Device id to the index ranges it holds (``devices_indices_map``)."""
+        if self.actual is not None:
+            return {d.id: idx for d, idx in self.actual.devices_indices_map(self.shape).items()}
         return _indices(self.mesh, self.shape, self.spec)
 
 
@@ -247,11 +253,9 @@ def _indices(mesh: MeshModel, shape, spec):
     sharding = mesh.sharding(spec)
     if not mesh.abstract:
         return {d.id: idx for d, idx in sharding.devices_indices_map(shape).items()}
-    from jax._src import op_shardings  # the routine devices_indices_map uses
+    from ._adapters.jax import indices_on_positions
 
-    hlo = sharding._to_xla_hlo_sharding(len(shape))
-    per_position = op_shardings.op_sharding_to_indices(hlo, shape, mesh.size)
-    return dict(enumerate(per_position))
+    return dict(enumerate(indices_on_positions(sharding, shape, mesh.size)))
 
 
 def spec_from_sharding(sharding, ndim: int) -> tuple:
@@ -279,3 +283,178 @@ def format_spec(spec) -> str:
     if all(a is None for a in spec):
         return "P()"
     return "P(" + ", ".join(repr(a) for a in spec) + ")"
+
+
+class SubAxis(str):
+    """A part of a mesh axis, where XLA split a dim over some of its devices.
+
+    It is written as XLA and Shardy write sub-axes: ``'model:(1)2'`` is the
+    major half of a 4-device axis ``model`` (``pre`` is the product of the
+    sub-axis sizes before it within the axis, ``size`` its own size), and
+    ``'model:(2)2'`` the minor half.
+
+    >>> s = SubAxis("model", 1, 2, 4)
+    >>> s, s.axis, s.size, s.describe()
+    ('model:(1)2', 'model', 2, "2 of the 4 'model' devices")
+    """
+
+    axis: str
+    pre: int
+    size: int
+    axis_size: int
+
+    def __new__(cls, axis: str, pre: int, size: int, axis_size: int):
+        obj = super().__new__(cls, f"{axis}:({pre}){size}")
+        obj.axis, obj.pre, obj.size, obj.axis_size = axis, pre, size, axis_size
+        return obj
+
+    def __reduce__(self):
+        return (SubAxis, (self.axis, self.pre, self.size, self.axis_size))
+
+    def describe(self) -> str:
+        return f"{self.size} of the {self.axis_size} {self.axis!r} devices"
+
+
+def entry_size(entry, mesh_sizes) -> int:
+    """The number of devices a spec entry splits a dim over (1 for None).
+
+    >>> entry_size(("batch", SubAxis("model", 1, 2, 4)), {"batch": 2, "model": 4})
+    4
+    """
+    if entry is None:
+        return 1
+    if isinstance(entry, SubAxis):
+        return entry.size
+    if isinstance(entry, tuple):
+        return math.prod(entry_size(e, mesh_sizes) for e in entry)
+    return mesh_sizes[entry]
+
+
+def _flat_factors(seq) -> list[tuple[int, int]] | None:
+    """``(size, stride)`` factors, minor first, of a mixed-radix sequence of
+    flat mesh positions that starts at 0."""
+    seq = np.asarray(seq, dtype=np.int64)
+    out = []
+    while seq.size > 1:
+        stride = int(seq[1])
+        if stride <= 0:
+            return None
+        i = 1
+        while i < seq.size and seq[i] == i * stride:
+            i += 1
+        if seq.size % i:
+            return None
+        out.append((i, stride))
+        seq = seq[::i]
+    return out
+
+
+def _mesh_factors(size, stride, mesh_shape) -> list[tuple[int, int, int]] | None:
+    """``(axis, within-axis stride, size)`` pieces, minor first, of one flat
+    ``(size, stride)`` factor: a factor may span the rest of one axis and
+    part of the next."""
+    strides = [math.prod(mesh_shape[a + 1:]) for a in range(len(mesh_shape))]
+    out = []
+    while size > 1:
+        axis = next((a for a in range(len(mesh_shape))
+                     if strides[a] <= stride < strides[a] * mesh_shape[a]
+                     and stride % strides[a] == 0), None)
+        if axis is None:
+            return None
+        within = stride // strides[axis]
+        if mesh_shape[axis] % within:
+            return None
+        room = mesh_shape[axis] // within
+        piece = min(size, room)
+        if size % piece or room % piece:
+            return None
+        out.append((axis, within, piece))
+        size //= piece
+        stride = strides[axis] * mesh_shape[axis]
+    return out
+
+
+def spec_from_hlo(hlo_sharding, axis_names, mesh_shape, device_ids, ndim: int):
+    """``(spec, replicated_over)`` for XLA's HloSharding of a rank-``ndim``
+    value on a mesh, with :class:`SubAxis` entries where a dim is split over
+    part of an axis; None if the sharding is not a product of (sub-)axes.
+
+    ``device_ids`` is the mesh's array of device ids. The decoding is checked:
+    every device's tile must be the one its mesh coordinates give.
+    """
+    mesh_shape = tuple(int(s) for s in mesh_shape)
+    axis_names = tuple(axis_names)
+    if hlo_sharding.is_replicated():
+        return (None,) * ndim, axis_names
+    if not hlo_sharding.is_tiled() or hlo_sharding.tuple_elements():
+        return None
+    dims = [int(d) for d in hlo_sharding.tile_assignment_dimensions()]
+    subgroups = list(hlo_sharding.subgroup_types())
+    if subgroups:
+        if any("REPLICATED" not in str(t) for t in subgroups):
+            return None
+        trailing = len(subgroups)
+    else:
+        trailing = 1 if hlo_sharding.replicate_on_last_tile_dim() else 0
+    if len(dims) - trailing != ndim:
+        return None
+    position = {int(d): i for i, d in enumerate(np.asarray(device_ids).flat)}
+    try:
+        tiles = np.array([position[int(d)] for d in hlo_sharding.tile_assignment_devices()],
+                         dtype=np.int64).reshape(dims)
+    except (KeyError, ValueError):
+        return None
+    per_dim = []
+    for j, n in enumerate(dims):
+        index = [0] * len(dims)
+        index[j] = slice(None)
+        seq = tiles[tuple(index)] - tiles.flat[0]
+        flat = _flat_factors(seq) if n > 1 else []
+        if flat is None:
+            return None
+        pieces = []
+        for size, stride in flat:  # minor first
+            mesh_pieces = _mesh_factors(size, stride, mesh_shape)
+            if mesh_pieces is None:
+                return None
+            pieces += mesh_pieces
+        pieces.reverse()  # major first
+        merged = []
+        for axis, within, size in pieces:
+            if merged and merged[-1][0] == axis and merged[-1][1] == within * size:
+                merged[-1] = (axis, within, merged[-1][2] * size)
+            else:
+                merged.append((axis, within, size))
+        per_dim.append(merged)
+    # Check: each device's tile index equals the one its coordinates give.
+    coords = np.array(np.unravel_index(np.arange(math.prod(mesh_shape)), mesh_shape)).T
+    expected = np.zeros((len(coords), len(dims)), dtype=np.int64)
+    for j, pieces in enumerate(per_dim):
+        for axis, within, size in pieces:
+            expected[:, j] = expected[:, j] * size + (coords[:, axis] // within) % size
+    actual = np.zeros_like(expected)
+    for tile_index in np.ndindex(*dims):
+        actual[tiles[tile_index]] = tile_index
+    if not np.array_equal(expected, actual):
+        return None
+
+    def entry(pieces):
+        names = []
+        for axis, within, size in pieces:
+            full = mesh_shape[axis]
+            if within == 1 and size == full:
+                names.append(axis_names[axis])
+            else:
+                names.append(SubAxis(axis_names[axis], full // (within * size), size, full))
+        if not names:
+            return None
+        return names[0] if len(names) == 1 else tuple(names)
+
+    spec = tuple(entry(p) for p in per_dim[:ndim])
+    replicated = []
+    for pieces in per_dim[ndim:]:
+        e = entry(pieces)
+        replicated += [] if e is None else list(e) if isinstance(e, tuple) else [e]
+    used = {axis for pieces in per_dim for axis, _, _ in pieces}
+    replicated += [name for a, name in enumerate(axis_names) if a not in used]
+    return spec, tuple(replicated)

@@ -73,8 +73,18 @@ class OutputInfo:
     """The layer's name."""
     layer_class: str
     shapes: tuple = ()
-    """The shape of each output tensor seen while scanning (placeholder
-    sizes where the batch or sequence length was unknown)."""
+    """The shape of each output tensor of the layer's first call, seen while
+    scanning (placeholder sizes where the batch or sequence length was
+    unknown)."""
+    call_shapes: tuple = ()
+    """``shapes`` for every call of the layer in one forward pass: a layer
+    reused in the model (a tied embedding) is called several times, and one
+    ``/output`` rule constrains every call."""
+    symbolic_structure: bool = False
+    """Whether, while the builder built the model, the layer returned several
+    symbolic tensors (a list or tuple of KerasTensors). Keras cannot apply an
+    ``/output`` layout to them then: building such a model inside a
+    distribution's scope raises."""
 
     @property
     def layer_path(self) -> str:
@@ -156,7 +166,7 @@ def build_model(builder):
     seen = []
 
     def on_output(path, layer, outputs, layout, apply, error):
-        seen.append((path, layer, _shapes(outputs)))
+        seen.append((path, layer, _shapes(outputs), _keras.is_symbolic_structure(outputs)))
         return outputs
 
     name = getattr(builder, "__name__", repr(builder))
@@ -190,17 +200,27 @@ def _shapes(outputs):
     return tuple(tuple(getattr(x, "shape", ())) for x in leaves)
 
 
-def _dedupe(records):
-    out, seen = [], set()
-    for path, layer, shapes in records:
-        if path in seen:
-            continue
-        seen.add(path)
+def _dedupe(records, calls: bool, structured=frozenset()):
+    """One OutputInfo per path, in first-call order. ``calls``: whether each
+    record is a call (a forward pass), rather than a lookup Keras may repeat
+    while it builds."""
+    order, by_path = [], {}
+    for path, layer, shapes, *_ in records:
+        if path not in by_path:
+            order.append(path)
+            by_path[path] = (layer, [shapes])
+        elif calls:
+            by_path[path][1].append(shapes)
+    out = []
+    for path in order:
+        layer, call_shapes = by_path[path]
         out.append(OutputInfo(
             path=path,
             layer=getattr(layer, "name", path.rpartition("/")[0].rpartition("/")[2]),
             layer_class=type(layer).__name__ if layer is not None else "",
-            shapes=shapes,
+            shapes=call_shapes[0],
+            call_shapes=tuple(call_shapes),
+            symbolic_structure=path in structured,
         ))
     return tuple(out)
 
@@ -213,7 +233,7 @@ def forward_lookups(model, input_specs):
     seen = []
 
     def on_output(path, layer, outputs, layout, apply, error):
-        seen.append((path, layer, _shapes(outputs)))
+        seen.append((path, layer, _shapes(outputs), False))
         return outputs
 
     trainable = [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype) for v in model.trainable_variables]
@@ -302,16 +322,17 @@ def scan(model_or_builder, inputs=None) -> Scan:
         specs = placeholder_inputs(model_specs)
 
     outputs, source = (), "none"
+    structured = frozenset(r[0] for r in build_records if r[3])
     if specs is not None:
         try:
-            outputs, source = _dedupe(forward_lookups(model, specs)), "forward"
+            outputs, source = _dedupe(forward_lookups(model, specs), True, structured), "forward"
         except Exception as e:
             notes.append(
                 f"The abstract forward pass used to find output paths failed "
                 f"({type(e).__name__}: {str(e)[:300]}); pass `inputs=` to fix this."
             )
     if source == "none" and build_records:
-        outputs, source = _dedupe(build_records), "build"
+        outputs, source = _dedupe(build_records, False, structured), "build"
         notes.append(
             "Output paths were taken from the lookups made while the model was built; "
             "pass `inputs=` to see exactly those of a forward pass."

@@ -43,9 +43,9 @@ OUTPUT_COLUMNS = ["path", "layer", "layer_class", "rule", "match", "requested_sp
 RULE_COLUMNS = ["index", "key", "axes", "kind", "matches", "wins", "status"]
 PROBLEM_COLUMNS = ["severity", "kind", "path", "rule", "layer", "message", "hint"]
 ACTIVATION_COLUMNS = [
-    "path", "layer", "layer_class", "output", "shape", "dtype", "rule", "requested_spec",
-    "actual_spec", "shard_shape", "bytes_per_device", "honored", "padded", "returned_spec",
-    "calls",
+    "path", "layer", "layer_class", "call", "output", "shape", "dtype", "rule", "requested_spec",
+    "actual_spec", "shard_shape", "bytes_per_device", "honored", "padded", "partial",
+    "actual_note", "returned_spec",
 ]
 COLLECTIVE_COLUMNS = [
     "kind", "layer", "pass", "axes", "complete", "group_size", "groups", "bytes_per_device",
@@ -198,15 +198,17 @@ class Report:
         cols = {c: [] for c in ACTIVATION_COLUMNS}
         for a in (self.trace.activations if self.trace else []):
             for c, v in (("path", a.path), ("layer", a.layer), ("layer_class", a.layer_class),
-                         ("output", a.index), ("shape", a.shape), ("dtype", a.dtype),
+                         ("call", a.call), ("output", a.index), ("shape", a.shape),
+                         ("dtype", a.dtype),
                          ("rule", a.rule), ("requested_spec", a.requested_spec),
                          ("actual_spec", a.actual_spec), ("shard_shape", a.shard_shape),
                          ("bytes_per_device", a.bytes_per_device), ("honored", a.honored),
-                         ("padded", a.padded), ("returned_spec", a.returned_spec),
-                         ("calls", a.calls)):
+                         ("padded", a.padded), ("partial", a.partial),
+                         ("actual_note", a.actual_note), ("returned_spec", a.returned_spec)):
                 cols[c].append(v)
-        return frame(cols, ACTIVATION_COLUMNS, {"output": "int64", "calls": "int64",
-                                                "padded": bool, "honored": object})
+        return frame(cols, ACTIVATION_COLUMNS, {"output": "int64", "call": "int64",
+                                                "padded": bool, "partial": bool,
+                                                "honored": object})
 
     @functools.cached_property
     def collectives(self) -> pd.DataFrame:
@@ -312,23 +314,33 @@ class Report:
         except KeyError:
             raise self._unknown_path(path) from None
 
-    def activation(self, path: str, index: int = 0):
-        """The traced layer output at ``path`` (an ``.../output`` path)."""
+    def activation(self, path: str, index: int = 0, call: int = 0):
+        """The traced layer output at ``path`` (an ``.../output`` path):
+        output ``index`` of call ``call`` of the layer."""
         for a in (self.trace.activations if self.trace else []):
-            if a.path == path and a.index == index:
+            if a.path == path and a.index == index and a.call == call:
                 return a
         raise self._unknown_path(path)
 
-    def geometry(self, path: str, index: int = 0) -> TensorGeometry:
+    def geometry(self, path: str, index: int = 0, call: int = 0) -> TensorGeometry:
         """The shards of the variable at ``path``, or of a traced layer
         output (as XLA laid it out)."""
         if path in self._by_path:
             return self._by_path[path].geometry
-        a = self.activation(path, index)
+        a = self.activation(path, index, call)
         self._refuse_uneven(a)
-        from .geometry import geometry_of
+        import math
 
-        return geometry_of(self.mesh, a.shape, a.dtype, a.actual_spec)
+        from .geometry import itemsize
+
+        replicated = a.replicated_over
+        sizes = dict(self.mesh.mesh)
+        replicas = math.prod(getattr(r, "size", None) or sizes.get(r, 1) for r in replicated)
+        return TensorGeometry(
+            shape=a.shape, dtype=a.dtype, axes=a.actual_spec, spec=a.actual_spec,
+            shard_shape=a.shard_shape, bytes=math.prod(a.shape) * itemsize(a.dtype),
+            bytes_per_device=a.bytes_per_device, replicated_over=replicated, replicas=replicas,
+            mesh=self.mesh, sharded=any(e is not None for e in a.actual_spec), actual=a.actual)
 
     def shards(self, path: str) -> pd.DataFrame:
         """Per device: its mesh coordinates and the index ranges it holds."""
@@ -344,12 +356,12 @@ class Report:
             rows.append(row)
         return pd.DataFrame(rows)
 
-    def indices(self, path: str, index: int = 0) -> dict:
+    def indices(self, path: str, index: int = 0, call: int = 0) -> dict:
         """Device id to the index ranges it holds, for a variable or a traced
         layer output (from JAX's ``devices_indices_map``)."""
         if path in self._by_path:
             return self._by_path[path].geometry.indices()
-        a = self.activation(path, index)
+        a = self.activation(path, index, call)
         self._refuse_uneven(a)
         return {d.id: idx for d, idx in a.actual.devices_indices_map(a.shape).items()}
 
@@ -368,7 +380,7 @@ class Report:
 
     # ----------------------------------------------------------- pictures
     def show(self, path: str, *, rows: int | None = None, cols: int | None = None,
-             index: int = 0):
+             index: int = 0, call: int = 0):
         """A picture of how the tensor at ``path`` (a variable, or a traced
         ``.../output``) lands on the devices. Any rank: pick the tensor dims
         drawn as ``rows`` and ``cols``; other split dims become panels.
@@ -381,12 +393,13 @@ class Report:
             title = path + ("  (Keras would refuse this layout; shown replicated)"
                             if vl.error is not None else "")
         else:
-            a = self.activation(path, index)
-            shape, dtype, spec, title = a.shape, a.dtype, a.actual_spec, path
-        return tensor_figure(shape, dtype, self.indices(path, index), coords=self.mesh.coords,
+            a = self.activation(path, index, call)
+            shape, dtype, spec = a.shape, a.dtype, a.actual_spec
+            title = path + (f" (call {call})" if call else "")
+        return tensor_figure(shape, dtype, self.indices(path, index, call), coords=self.mesh.coords,
                              title=title, spec=spec, rows=rows, cols=cols)
 
-    def text(self, path: str, index: int = 0) -> str:
+    def text(self, path: str, index: int = 0, call: int = 0) -> str:
         """What ``jax.debug.visualize_sharding`` prints for the tensor at
         ``path``: JAX's own drawing, for 1-D and 2-D tensors."""
         from .render.text import jax_text
@@ -395,7 +408,7 @@ class Report:
             g = self._by_path[path].geometry
             shape, sharding = g.shape, g.sharding
         else:
-            a = self.activation(path, index)
+            a = self.activation(path, index, call)
             self._refuse_uneven(a)
             shape, sharding = a.shape, a.actual
         if len(shape) not in (1, 2):

@@ -23,15 +23,18 @@ import time
 import numpy as np
 
 from . import _keras, hlo
+from ._adapters.jax import watch_sharding
 from .errors import ShardvizError
-from .geometry import MeshModel, geometry_of, spec_from_sharding
+from .geometry import (MeshModel, SubAxis, entry_size, geometry_of, itemsize, spec_from_hlo,
+                       spec_from_sharding)
 from .inputs import check_against_model, input_arrays, model_input_specs, normalize_inputs
 from .match import RuleMatcher
 
 
 @dataclasses.dataclass
 class Activation:
-    """One layer output as XLA lays it out inside the jitted pass."""
+    """One layer output, in one call of the layer, as XLA lays it out inside
+    the jitted pass."""
 
     path: str
     layer: str
@@ -44,16 +47,87 @@ class Activation:
     """The layout an ``/output`` rule asks for, or None."""
     rule: str | None = None
     actual: object = None
-    """The sharding XLA gave it (a ``NamedSharding``)."""
-    calls: int = 1
+    """The sharding XLA gave it: a ``NamedSharding``, or, when XLA split it
+    over part of a mesh axis, a sharding over the mesh's devices that no
+    PartitionSpec can name (it still answers ``devices_indices_map``)."""
+    call: int = 0
+    """Which call of the layer this is (a layer reused in a model, such as a
+    tied embedding, is called several times under one output path)."""
     output_index: int | None = None
     """Its position among the model's outputs, if the model returns it."""
     returned: object = None
     """For a model output: the sharding the jitted pass returns it with."""
+    hlo_sharding: object = dataclasses.field(default=None, repr=False)
+    """XLA's own description of ``actual`` (an HloSharding), when known."""
+    mesh: MeshModel | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        """The path, with the call and the output index when they matter:
+        ``token_embedding/output (call 1)``, ``mha/output[1]``."""
+        return (self.path + (f"[{self.index}]" if self.index else "")
+                + (f" (call {self.call})" if self.call else ""))
 
     @property
     def _mesh_sizes(self) -> dict:
+        if self.mesh is not None:
+            return dict(self.mesh.mesh)
         return dict(zip(self.actual.mesh.axis_names, self.actual.mesh.axis_sizes))
+
+    @functools.cached_property
+    def _decoded(self):
+        """``(spec, replicated_over)`` of ``actual``, sub-axes included."""
+        if self.actual is None:
+            return None
+        from jax.sharding import NamedSharding
+
+        if isinstance(self.actual, NamedSharding):
+            spec = spec_from_sharding(self.actual, len(self.shape))
+            used = {a for e in spec for a in (e if isinstance(e, tuple) else (e,)) if a}
+            return spec, tuple(a for a in self._mesh_sizes if a not in used)
+        if self.hlo_sharding is None or self.mesh is None:
+            return None
+        mesh = self.mesh
+        return spec_from_hlo(self.hlo_sharding, mesh.axis_names, mesh.shape, mesh.device_ids,
+                             len(self.shape))
+
+    @property
+    def hlo(self) -> str | None:
+        """XLA's HloSharding of the output, as text."""
+        return None if self.hlo_sharding is None else str(self.hlo_sharding)
+
+    @property
+    def partial(self) -> bool:
+        """Whether XLA split this output over part of a mesh axis, a layout
+        that no PartitionSpec can name."""
+        spec = self.actual_spec
+        return spec is not None and any(
+            isinstance(e, SubAxis) or (isinstance(e, tuple) and any(isinstance(x, SubAxis)
+                                                                   for x in e))
+            for e in spec)
+
+    @property
+    def actual_note(self) -> str:
+        """The actual layout in words, when it splits part of an axis."""
+        if self.actual is None or not self.partial:
+            return ""
+        spec, replicated = self._decoded
+        parts = []
+        for d, entry in enumerate(spec):
+            for e in (entry if isinstance(entry, tuple) else (entry,)):
+                if isinstance(e, SubAxis):
+                    parts.append(f"dim {d} is split over {e.describe()}")
+        rest = [e.describe() if isinstance(e, SubAxis) else repr(e) for e in replicated
+                if isinstance(e, SubAxis)]
+        text = "; ".join(parts)
+        if rest:
+            text += f", and replicated over the other {', '.join(r.split(' of ')[0] for r in rest)}"
+        return text
+
+    @property
+    def replicated_over(self) -> tuple:
+        decoded = self._decoded
+        return decoded[1] if decoded else ()
 
     @property
     def uneven(self) -> list[tuple[int, int, object, int]]:
@@ -66,9 +140,10 @@ class Activation:
     @property
     def uneven_actual(self) -> list[tuple[int, int, object, int]]:
         """The same for XLA's *actual* layout, whether or not a rule asked."""
-        if self.actual is None:
+        spec = self.actual_spec
+        if spec is None:
             return []
-        return uneven_dims(self.shape, self.actual_spec, self._mesh_sizes)
+        return uneven_dims(self.shape, spec, self._mesh_sizes)
 
     @property
     def padded(self) -> bool:
@@ -84,9 +159,11 @@ class Activation:
 
     @property
     def actual_spec(self) -> tuple | None:
-        if self.actual is None:
-            return None
-        return spec_from_sharding(self.actual, len(self.shape))
+        """The actual layout as a spec; a dim split over part of an axis
+        shows a :class:`~shardviz.geometry.SubAxis` such as ``'model:(1)2'``.
+        None if XLA's layout is not a product of mesh (sub-)axes."""
+        decoded = self._decoded
+        return decoded[0] if decoded else None
 
     @property
     def requested_spec(self) -> tuple | None:
@@ -103,22 +180,20 @@ class Activation:
         # JAX refuses the shard shape of an uneven split; XLA pads each split
         # dim up to the next multiple of its axes' size.
         sizes = self._mesh_sizes
-        return tuple(-(-n // _axes_size(a, sizes)) if a is not None else n
-                     for n, a in zip(self.shape, self.actual_spec))
+        return tuple(-(-n // entry_size(a, sizes)) for n, a in zip(self.shape, self.actual_spec))
 
     @property
     def bytes_per_device(self) -> int | None:
         shard = self.shard_shape
         if shard is None:
             return None
-        import jax.numpy as jnp
-
-        return math.prod(shard) * jnp.dtype(self.dtype).itemsize
+        return math.prod(shard) * itemsize(self.dtype)
 
     def _equivalent(self, sharding) -> bool:
         from jax.sharding import NamedSharding, PartitionSpec
 
-        want = NamedSharding(self.actual.mesh, PartitionSpec(*self.requested_spec))
+        mesh = self.mesh.jax_mesh if self.mesh is not None else self.actual.mesh
+        want = NamedSharding(mesh, PartitionSpec(*self.requested_spec))
         return bool(want.is_equivalent_to(sharding, len(self.shape)))
 
     @property
@@ -139,9 +214,7 @@ class Activation:
 
 
 def _axes_size(entry, mesh_sizes) -> int:
-    if isinstance(entry, tuple):
-        return math.prod(mesh_sizes[a] for a in entry)
-    return mesh_sizes[entry]
+    return entry_size(entry, mesh_sizes)
 
 
 def uneven_dims(shape, spec, mesh_sizes) -> list[tuple[int, int, object, int]]:
@@ -154,7 +227,7 @@ def uneven_dims(shape, spec, mesh_sizes) -> list[tuple[int, int, object, int]]:
     out = []
     for d, (n, entry) in enumerate(zip(shape, spec)):
         names = entry if isinstance(entry, tuple) else ((entry,) if entry else ())
-        if names and all(a in mesh_sizes for a in names):
+        if names and all(getattr(a, "axis", a) in mesh_sizes for a in names):
             k = _axes_size(entry, mesh_sizes)
             if n % k:
                 out.append((d, n, entry, k))
@@ -198,19 +271,21 @@ class Trace:
 
 
 class _Recorder:
-    """Watches layer outputs inside the trace, one record per path."""
+    """Watches layer outputs inside the trace: one record per output of
+    every call of every layer, in call order."""
 
-    def __init__(self, model_name, key_of=None, inspect: bool = True):
+    def __init__(self, key_of=None, inspect: bool = True, mesh: MeshModel | None = None):
         self.inspect = inspect
         """False to only apply the layouts (the activations come from the
         forward pass; the train step need not watch them again)."""
         self.key_of = key_of or {}
         """id of a LayoutMap layout to its key: which rule Keras applied."""
-        self.records: dict[tuple[str, int], Activation] = {}
-        self.order: list[tuple[str, int]] = []
-        self.model_name = model_name
+        self.mesh = mesh
+        self.records: dict[tuple[str, int, int], Activation] = {}
+        self.order: list[tuple[str, int, int]] = []
+        self.calls: dict[str, int] = {}
         self.last_layer = None
-        self.by_tracer: dict[int, tuple[str, int]] = {}
+        self.by_tracer: dict[int, tuple[str, int, int]] = {}
 
     def on_output(self, path, layer, outputs, layout, apply, error):
         import jax
@@ -227,28 +302,29 @@ class _Recorder:
         self.last_layer = name
         if not self.inspect:
             return out
+        call = self.calls.get(path, 0)
+        self.calls[path] = call + 1
         leaves = jax.tree_util.tree_leaves(out)
         for i, leaf in enumerate(leaves):
             if not hasattr(leaf, "shape"):
                 continue
-            key = (path, i)
-            if key in self.records:
-                self.records[key].calls += 1
-                continue
+            key = (path, call, i)
             rec = Activation(
-                path=path, layer=name, layer_class=type(layer).__name__, index=i,
+                path=path, layer=name, layer_class=type(layer).__name__, index=i, call=call,
                 shape=tuple(int(d) for d in leaf.shape), dtype=str(leaf.dtype),
                 requested=tuple(layout.axes) if layout is not None else None,
                 rule=self.key_of.get(id(layout)) if layout is not None else None,
+                mesh=self.mesh,
             )
             self.records[key] = rec
             self.order.append(key)
             self.by_tracer[id(leaf)] = key
-            jax.debug.inspect_array_sharding(leaf, callback=functools.partial(self._seen, key))
+            watch_sharding(leaf, functools.partial(self._seen, key))
         return out
 
-    def _seen(self, key, sharding):
-        self.records[key].actual = sharding
+    def _seen(self, key, sharding, hlo_sharding):
+        record = self.records[key]
+        record.actual, record.hlo_sharding = sharding, hlo_sharding
 
     def mark_outputs(self, outputs):
         """Remember which records the model returns, by tracer identity."""
@@ -443,7 +519,7 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         x = input_specs
     seconds["place"] = time.perf_counter() - t
 
-    recorder = _Recorder(name, _keras.layout_keys(dist))
+    recorder = _Recorder(_keras.layout_keys(dist), mesh=mesh)
 
     def forward(tv, ntv, x):
         with _keras.deferred_variables(), _keras.observing_outputs(recorder.on_output, base=dist):
@@ -532,20 +608,30 @@ def _compile(fn, args, name, recorder, seconds, what, progress=None):
     return compiled
 
 
+def _fresh_optimizer(optimizer):
+    """An unbuilt copy of ``optimizer``: shardviz builds it on the model's
+    deferred variables, and must neither add slots to the user's optimizer
+    nor build one twice (a compiled model's optimizer may be built)."""
+    keras = _keras.keras()
+    with _keras.deferred_variables():
+        return keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+
+
 def _add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, optimizer, name,
                     seconds):
     import jax
     import jax.numpy as jnp
 
     keras = _keras.keras()
-    optimizer = optimizer or keras.optimizers.Adam()
+    optimizer = _fresh_optimizer(optimizer or getattr(model, "optimizer", None)
+                                 or keras.optimizers.Adam())
     opt_shardings, records = _optimizer_layouts(optimizer, model, plan, mesh, sharding_of)
     if result.mode == "abstract":
         ov = [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype, sharding=s)
               for v, s in zip(optimizer.variables, opt_shardings)]
     else:
         ov = [_initial_value(v, s) for v, s in zip(optimizer.variables, opt_shardings)]
-    recorder = _Recorder(name, _keras.layout_keys(dist), inspect=False)
+    recorder = _Recorder(_keras.layout_keys(dist), inspect=False)
 
     def step(tv, ntv, ov, x):
         def loss_fn(tv):

@@ -177,8 +177,8 @@ def test_tabs_render_their_views(app):
 def test_picker_filters_and_shows_activations(app):
     app.run()
     app.filter.value = "output"
-    assert [v for _, v in app.picker.options] == ["up/output#0", "down/output#0"]
-    app.picker.value = "down/output#0"
+    assert [v for _, v in app.picker.options] == ["up/output#0#0", "down/output#0#0"]
+    app.picker.value = "down/output#0#0"
     assert "down/output" in app.explanation.value
     assert "visualize_sharding" in app.jax_text.value
     app.filter.value = ""

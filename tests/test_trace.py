@@ -185,7 +185,7 @@ def test_abstract_mode_allocates_nothing_and_leaks_no_tracers():
         assert isinstance(v.value, jax.Array) and np.array_equal(np.asarray(v.value), old)
 
 
-def test_nested_layers_in_call_order_with_shared_layers_counted_once():
+def test_nested_layers_in_call_order_with_every_call_of_a_shared_layer():
     def shared():
         x = keras.Input((16,), name="x")
         dense = keras.layers.Dense(16, name="shared")
@@ -193,7 +193,7 @@ def test_nested_layers_in_call_order_with_shared_layers_counted_once():
 
     report = shardviz.analyze(shared, Plan.data_parallel(8), inputs=X8)
     acts = report.activations
-    assert acts["path"].tolist() == ["shared/output"] and acts["calls"].tolist() == [2]
+    assert acts["path"].tolist() == ["shared/output"] * 2 and acts["call"].tolist() == [0, 1]
     stack = shardviz.analyze(examples.subclassed_stack, examples.megatron_plan(), inputs=X8)
     assert stack.activations["path"].tolist()[:3] == [
         "my_model/block_0/up/output", "my_model/block_0/down/output", "my_model/block_0/output"]

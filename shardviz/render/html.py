@@ -97,7 +97,7 @@ def activations_html(report) -> str:
         if a.uneven and a.honored:
             ok = "uneven"
         rows.append([
-            f"<code>{_e(a.path)}{'' if a.index == 0 else f'[{a.index}]'}</code>", _e(a.shape),
+            f"<code>{_e(a.label)}</code>", _e(a.shape),
             f"<code>{_e(format_spec(a.requested_spec) if a.requested is not None else '')}</code>",
             f"<code>{_e(format_spec(a.actual_spec))}</code>", _e(a.shard_shape),
             _e(human_bytes(a.bytes_per_device or 0)), _e(ok),

@@ -445,7 +445,7 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     biggest = max((c.bytes_per_device for c in report.trace.collectives), default=1) or 1
     names_out, dims_out, marks = [], [], []
     for i, a in enumerate(shown):
-        name = a.path[: -len("/output")] + ("" if a.index == 0 else f"[{a.index}]")
+        name = a.label.replace("/output", "", 1)
         if len(name) > 42:
             name = "…" + name[-41:]
         names_out.append((name_w, i + 0.5, name, "black", 7))
@@ -453,7 +453,7 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
         for d, (size, axis) in enumerate(zip(a.shape, spec)):
             x = dims_x + 0.95 * d
             names = axis if isinstance(axis, tuple) else ((axis,) if axis else ())
-            face = axis_colour.get(names[0], "#BBBBBB") if names else "#EEEEEE"
+            face = axis_colour.get(getattr(names[0], "axis", names[0]), "#BBBBBB") if names else "#EEEEEE"
             ax.add_patch(Rectangle((x, i + 0.12), 0.88, 0.76, facecolor=face,
                                    edgecolor="#999999", linewidth=0.5))
             label = f"{size}" + (f"/{'+'.join(names)}" if names else "")

@@ -89,7 +89,7 @@ def activations_table(report, max_rows: int | None = 40):
         ok = {None: "", True: "[green]yes[/]", False: "[bold red]DROPPED[/]"}[a.honored]
         if a.uneven and a.honored:
             ok = "[yellow]uneven[/]"
-        name = a.path if a.index == 0 else f"{a.path}[{a.index}]"
+        name = a.label
         table.add_row(name, _shape(a.shape),
                       format_spec(a.requested_spec) if a.requested is not None else "—",
                       format_spec(a.actual_spec), _shape(a.shard_shape),

@@ -315,7 +315,7 @@ class Explorer:
         needle = self.filter.value.strip().lower()
         paths = [(p, p) for p in self.report.scan.variable_paths]
         if self.traced is not None:
-            paths += [(f"→ {a.path}" + (f"[{a.index}]" if a.index else ""), f"{a.path}#{a.index}")
+            paths += [(f"→ {a.label}", f"{a.path}#{a.call}#{a.index}")
                       for a in self.traced.trace.activations]
         options = [o for o in paths if needle in o[0].lower()] if needle else paths
         current = self.picker.value
@@ -339,13 +339,13 @@ class Explorer:
             self.picture.value = b""
             return
         if "#" in value:
-            path, index = value.rsplit("#", 1)
-            source, index = self.traced, int(index)
-            shape = source.activation(path, index).shape
+            path, call, index = value.rsplit("#", 2)
+            source, call, index = self.traced, int(call), int(index)
+            shape = source.activation(path, index, call).shape
             banner = "" if self.forward_is_fresh else note_html(
                 "From the last forward pass, which ran under an older plan.", "#8a5a00")
         else:
-            path, index, source = value, 0, self.report
+            path, call, index, source = value, 0, 0, self.report
             shape = source.variable(path).info.shape
             banner = ""
         dims = [("auto", AUTO)] + [(f"dim {d} ({n})", d) for d, n in enumerate(shape)]
@@ -358,7 +358,7 @@ class Explorer:
         if rows is not None and rows == cols:
             cols = None
         try:
-            fig = source.show(path, rows=rows, cols=cols, index=index)
+            fig = source.show(path, rows=rows, cols=cols, index=index, call=call)
         except ShardvizError as e:
             self.picture.value = b""
             self.jax_text.value = ""
@@ -367,7 +367,7 @@ class Explorer:
         self.picture.width = str(int(fig.get_figwidth() * fig.dpi))  # never upscaled
         self.picture.value = png(fig)
         try:
-            text = source.text(path, index)
+            text = source.text(path, index, call)
             self.jax_text.value = ("<details><summary>as <code>jax.debug.visualize_sharding</code> "
                                    "prints it</summary><pre style='line-height:1.1'>"
                                    f"{html.escape(text)}</pre></details>")

@@ -1,0 +1,127 @@
+"""Private JAX APIs shardviz relies on, each with its reason.
+
+>>> from shardviz._adapters import jax as jax_adapter
+>>> callable(jax_adapter.watch_sharding)
+True
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+_state = threading.local()
+_install_lock = threading.Lock()
+_installed = False
+
+
+def backend_started() -> bool:
+    """Whether JAX's backend has started, without starting it.
+
+    Reason: ``jax.device_count()`` would start it, and then the number of
+    simulated devices can no longer be chosen. Waits for a public
+    "backends initialised?" query.
+    """
+    try:
+        from jax._src import xla_bridge
+    except ImportError:  # pragma: no cover - layout of jax internals moved
+        return True
+    probe = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(probe()) if probe is not None else True
+
+
+def _install_unnamed_capture() -> None:
+    """Let ``watch_sharding`` see shardings that no PartitionSpec can name.
+
+    Reason: ``jax.debug.inspect_array_sharding`` turns XLA's HloSharding into
+    a ``NamedSharding`` with ``parse_flatten_op_sharding``, which raises
+    ``IndivisibleError`` when XLA splits a value over part of a mesh axis
+    (2 key/value heads on a 4-device axis), and the whole compile fails.
+    The wrapper below keeps the raw HloSharding for the callback, and, for
+    shardviz's own callbacks only, answers such a sharding with a
+    placeholder instead of raising; every other caller sees JAX's behaviour
+    unchanged. Waits for a public inspection API that hands over a
+    ``jax.sharding.Sharding`` for every layout XLA can choose.
+    """
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        from jax._src import debugging
+        from jax.sharding import PartitionSpec
+
+        original = debugging.parse_flatten_op_sharding
+
+        def parse_flatten_op_sharding(hlo_sharding, mesh):
+            _state.hlo, _state.mesh, _state.unnamed = hlo_sharding, mesh, False
+            try:
+                return original(hlo_sharding, mesh)
+            except Exception:
+                # The caller is JAX's _hlo_sharding_callback; its `callback`
+                # is the function the user passed to inspect_array_sharding.
+                caller = sys._getframe(1).f_locals.get("callback")
+                if not getattr(caller, "_shardviz_watch", False):
+                    raise
+                _state.unnamed = True
+                return [PartitionSpec()]
+
+        debugging.parse_flatten_op_sharding = parse_flatten_op_sharding
+        _installed = True
+
+
+class _Watch:
+    """The callback handed to ``inspect_array_sharding``."""
+
+    _shardviz_watch = True
+
+    def __init__(self, callback):
+        self.callback = callback
+
+    def __call__(self, named):
+        hlo = getattr(_state, "hlo", None)
+        mesh = getattr(_state, "mesh", None)
+        unnamed = getattr(_state, "unnamed", False)
+        _state.hlo = _state.mesh = None
+        _state.unnamed = False
+        from jax.sharding import NamedSharding
+
+        if not isinstance(named, NamedSharding):  # JAX built it from the HloSharding
+            self.callback(named, None)
+            return
+        if unnamed and hlo is not None and mesh is not None:
+            from jax._src.sharding_impls import GSPMDSharding
+
+            self.callback(GSPMDSharding(tuple(mesh.devices.flat), hlo), hlo)
+            return
+        self.callback(named, hlo)
+
+
+def watch_sharding(x, callback) -> None:
+    """Call ``callback(sharding, hlo_sharding)`` with the sharding XLA gives
+    ``x`` after propagation, inside ``jax.jit``, at compile time.
+
+    ``sharding`` is a ``NamedSharding`` when a PartitionSpec can name it, and
+    otherwise a sharding over the mesh's devices that still answers
+    ``devices_indices_map`` and ``shard_shape`` (XLA split ``x`` over part
+    of a mesh axis). ``hlo_sharding`` is XLA's own description, or None when
+    JAX did not need one (a single device).
+    """
+    import jax
+
+    _install_unnamed_capture()
+    jax.debug.inspect_array_sharding(x, callback=_Watch(callback))
+
+
+def indices_on_positions(sharding, shape, size: int) -> list:
+    """Per mesh position, the index ranges a ``NamedSharding`` on an
+    ``AbstractMesh`` gives each device.
+
+    Reason: ``devices_indices_map`` needs real devices, and a 16x16 pod is
+    planned on a laptop; this is the routine it uses
+    (``op_sharding_to_indices``). Waits for ``devices_indices_map`` on
+    abstract meshes.
+    """
+    from jax._src import op_shardings
+
+    hlo = sharding._to_xla_hlo_sharding(len(shape))
+    return list(op_shardings.op_sharding_to_indices(hlo, shape, size))
