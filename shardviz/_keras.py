@@ -12,6 +12,7 @@ import inspect
 import os
 import threading
 
+from ._adapters import Swap
 from .errors import ShardvizError
 
 
@@ -82,6 +83,14 @@ def current_layer():
     return stack[-1].caller if stack else None
 
 
+def build_shapes(model) -> dict:
+    """The input shapes Keras recorded when a subclassed model was built by a
+    call (``model._build_shapes_dict``); a model that was called on data knows
+    the shape of its input, which no public attribute gives. Waits for a
+    public ``model.input_shape`` on subclassed models."""
+    return dict(getattr(model, "_build_shapes_dict", None) or {})
+
+
 def is_symbolic_structure(outputs) -> bool:
     """Whether ``outputs`` is a structure (not a single tensor) holding
     KerasTensors: what a multi-output layer returns while a functional model
@@ -114,13 +123,40 @@ def variable_own_layout(variable):
 
 
 class _Probe:
-    """What the observing distribution returns for an output lookup: the
-    path, the layer, and the layout Keras itself would have returned."""
+    """What the observing distribution returns for an output lookup: it is
+    truthy, so Keras calls ``distribute_tensor``, which hands the outputs to
+    ``observer``."""
 
-    __slots__ = ("path", "layer", "layout", "error")
+    __slots__ = ("observer",)
 
-    def __init__(self, path, layer, layout, error):
-        self.path, self.layer, self.layout, self.error = path, layer, layout, error
+    def __init__(self, observer):
+        self.observer = observer
+
+
+def _observed(original):
+    """``distribute_tensor`` that hands a probe's outputs to its observer,
+    and is Keras's own for every other layout."""
+
+    def distribute_tensor(tensor, layout):
+        if isinstance(layout, _Probe):
+            return layout.observer(tensor, original)
+        return original(tensor, layout)
+
+    return distribute_tensor
+
+
+def _distribution_lib():
+    from keras.src.distribution import distribution_lib
+
+    return distribution_lib
+
+
+_output_hook = Swap(_distribution_lib, "distribute_tensor", _observed)
+"""Keras offers no public per-layer hook that sees an output tensor; only
+``Layer.__call__`` calls ``distribute_tensor``, right after it looks up
+``<layer path>/output``. While an analysis observes outputs, that function
+routes probes to their observers; it is Keras's own again when no analysis
+runs. Waits for a public per-layer output hook in Keras."""
 
 
 @contextlib.contextmanager
@@ -129,24 +165,20 @@ def observing_outputs(on_output, base=None):
 
     After each layer call Keras looks up ``current_path() + "/output"`` with
     ``distribution.get_tensor_layout`` and, if a layout comes back, applies it
-    with ``keras.distribution.distribute_tensor``. Inside this block a
-    distribution derived from ``base`` (a ModelParallel, or None for a
-    placeholder that constrains nothing) answers every lookup with a probe,
-    and ``distribute_tensor`` hands it to
+    with ``keras.distribution.distribute_tensor``. Inside this block (in this
+    thread) a distribution derived from ``base`` (a ModelParallel, or None
+    for a placeholder that constrains nothing) answers every lookup with a
+    probe, and ``distribute_tensor`` hands it to
     ``on_output(path, layer, outputs, layout, apply, error)``, which returns
     the outputs to use. ``layout`` is the TensorLayout ``base`` returned (None
     when nothing matched) and ``apply(outputs)`` applies it exactly as Keras
     would; ``error`` is the exception ``base``'s lookup raised (a rule
     conflict), or None.
-
-    Keras offers no public per-layer hook that sees the output tensor, so
-    this swaps ``keras.src.distribution.distribution_lib.distribute_tensor``
-    for the duration of the block; only ``Layer.__call__`` calls it.
     """
     keras()
-    from keras.src.distribution import distribution_lib as dl
+    from keras.src.distribution import distribution_lib as dl  # the base class is not exported
 
-    class _Observer(dl.Distribution):  # the base class is not exported
+    class _Observer(dl.Distribution):
         def __init__(self):
             if base is None:
                 super().__init__(placeholder_mesh())
@@ -164,24 +196,48 @@ def observing_outputs(on_output, base=None):
             if base is not None:
                 try:
                     layout = base.get_tensor_layout(path)
-                except Exception as e:  # a rule conflict: Keras raises here
+                except ValueError as e:  # a rule conflict: Keras raises here
                     error = e
-            return _Probe(path, current_layer(), layout, error)
+            layer = current_layer()
 
-    original = dl.distribute_tensor
+            def observer(tensor, original):
+                apply = (lambda t: original(t, layout)) if layout is not None else None
+                return on_output(path, layer, tensor, layout, apply, error)
 
-    def distribute_tensor(tensor, layout):
-        if isinstance(layout, _Probe):
-            apply = (lambda t: original(t, layout.layout)) if layout.layout is not None else None
-            return on_output(layout.path, layout.layer, tensor, layout.layout, apply, layout.error)
-        return original(tensor, layout)
+            return _Probe(observer)
 
-    dl.distribute_tensor = distribute_tensor
+    with _output_hook.held(), _Observer().scope():
+        yield
+
+
+@contextlib.contextmanager
+def full_tracebacks():
+    """Keep Keras's own frames in tracebacks raised inside this block (in this
+    thread), so that :func:`raising_layer` can find the layer that raised."""
+    config = keras().config
+    enabled = config.is_traceback_filtering_enabled()
+    config.disable_traceback_filtering()
     try:
-        with _Observer().scope():
-            yield
+        yield
     finally:
-        dl.distribute_tensor = original
+        if enabled:
+            config.enable_traceback_filtering()
+
+
+def raising_layer(error):
+    """The innermost Keras layer whose call was running when ``error`` was
+    raised (from the traceback's ``Layer.__call__`` frames), or None."""
+    layer_class = keras().layers.Layer
+    found = None
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name in ("__call__", "call"):
+            candidate = frame.f_locals.get("self")
+            if isinstance(candidate, layer_class):
+                found = candidate
+        tb = tb.tb_next
+    return found
 
 
 _deferring = threading.local()
@@ -197,23 +253,18 @@ class _Constant:
         return keras().ops.convert_to_tensor(self.value, dtype=dtype)
 
 
-def _install_constant_deferral():
-    """Let variables with a concrete initial value be deferred too.
+def _deferring_constants(original):
+    """``Variable.__init__`` that, while shardviz defers variables in this
+    thread, turns a concrete initial value into an initializer returning it;
+    Keras's own everywhere else.
 
     Keras's ``StatelessScope(initialize_variables=False)`` defers variables
     made from an initializer, but refuses one made from a value, such as the
     ``iterations`` counter every optimizer creates. So a builder that calls
     ``model.compile()`` (every keras-hub Task does, in ``__init__``) fails
-    in that scope although Keras builds it fine. While shardviz defers
-    variables (in this thread only), such a value becomes an initializer
-    that returns it; elsewhere Keras is unchanged. Waits for Keras to defer
+    in that scope although Keras builds it fine. Waits for Keras to defer
     concrete values in a stateless scope.
     """
-    from keras.src.backend.common import variables
-
-    original = variables.Variable.__init__
-    if getattr(original, "_shardviz", False):
-        return
     signature = inspect.signature(original)
 
     @functools.wraps(original)
@@ -236,8 +287,16 @@ def _install_constant_deferral():
             bound.arguments["initializer"] = _Constant(value)
         return original(*bound.args, **bound.kwargs)
 
-    __init__._shardviz = True
-    variables.Variable.__init__ = __init__
+    return __init__
+
+
+def _variable_class():
+    from keras.src.backend.common import variables
+
+    return variables.Variable
+
+
+_constant_deferral = Swap(_variable_class, "__init__", _deferring_constants)
 
 
 @contextlib.contextmanager
@@ -245,11 +304,10 @@ def deferred_variables():
     """Create variables with shape, dtype and path, but no value, even those
     created from a concrete value (an optimizer's step counter)."""
     k = keras()
-    _install_constant_deferral()
     previous = getattr(_deferring, "on", False)
     _deferring.on = True
     try:
-        with k.StatelessScope(initialize_variables=False):
+        with _constant_deferral.held(), k.StatelessScope(initialize_variables=False):
             yield
     finally:
         _deferring.on = previous

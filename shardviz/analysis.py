@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 
 from . import checks
+from .format import plural
 from .errors import Problem, ShardvizError
 from .geometry import mesh_model
 from .layouts import output_layouts, variable_layouts
@@ -90,7 +91,7 @@ def analyze(model_or_builder, plan, inputs=None, *, mode: str | None = None,
         if blocking:
             trace_error = ShardvizError(
                 f"The forward pass was not run: Keras would refuse this plan "
-                f"({len(blocking)} error(s); the first: {blocking[0].message})",
+                f"({plural(len(blocking), 'error')}; the first: {blocking[0].message})",
                 hint=blocking[0].hint, path=blocking[0].path, rule=blocking[0].rule,
             )
         else:

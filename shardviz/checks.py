@@ -7,9 +7,10 @@ Checks only read the scan, the plan and the computed layouts.
 from __future__ import annotations
 
 from .errors import Problem
-from .geometry import MeshModel, format_spec
+from .format import format_spec, human_bytes, plural  # noqa: F401  (human_bytes: re-export)
+from .geometry import MeshModel
 from .layouts import OutputLayout, VariableLayout
-from .match import near_misses, rule_usage, suggest_key
+from .match import rule_usage
 from .plan import Plan
 from .model_scan import Scan
 
@@ -17,73 +18,82 @@ DEFAULT_REPLICATED_THRESHOLD = 16 * 2**20
 """Variables at least this large (bytes) left fully replicated are flagged."""
 
 
-def human_bytes(n: float) -> str:
-    """``1536`` as ``'1.5 KiB'``.
-
-    >>> human_bytes(3 * 2**30)
-    '3.0 GiB'
-    """
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def variable_problems(plan: Plan, layouts: list[VariableLayout], mesh: MeshModel,
                       replicated_threshold: int) -> list[Problem]:
+    """The problems of each variable's layout. A layout is kept across
+    re-analyses while its match and axes stay the same, and so are its
+    problems (they name only its own path, rule keys and shapes)."""
     problems = []
     for vl in layouts:
-        path, m = vl.info.path, vl.match
-        rule = plan.rules[m.rule].key if m.rule is not None else None
-        if m.how == "conflict":
-            keys = [plan.rules[i].key for i in m.candidates]
-            problems.append(Problem(
-                "error", "conflict",
-                f"Variable {path!r} matches {len(keys)} rules {keys}; Keras raises "
-                "ValueError ('matches multiple layout specification keys') when it "
-                "creates this variable.",
-                hint=f"Make the keys more specific so only one fullmatches {path!r}, or add "
-                f"the exact key {path!r}, which wins over every regex.",
-                path=path,
-            ))
-            continue
-        error = vl.error
-        if error is None:
-            if vl.source == "rule" and len(vl.axes) < len(vl.info.shape):
-                problems.append(Problem(
-                    "warning", "rank-mismatch",
-                    f"Rule {rule!r} gives {len(vl.axes)} entries {tuple(vl.axes)!r} for "
-                    f"{path!r} of rank {len(vl.info.shape)} {vl.info.shape}; Keras silently "
-                    f"pads it to {format_spec(vl.geometry.spec)}.",
-                    hint=f"Write all {len(vl.info.shape)} entries so the layout says what it "
-                    f"means, e.g. {vl.geometry.spec!r}.",
-                    path=path, rule=rule,
-                ))
-            if (
-                mesh.size > 1
-                and vl.geometry.replicas == mesh.size
-                and vl.geometry.bytes >= replicated_threshold
-            ):
-                problems.append(Problem(
-                    "warning", "replicated-large",
-                    f"Variable {path!r} {vl.info.shape} ({human_bytes(vl.geometry.bytes)}) is "
-                    f"fully replicated on all {mesh.size} devices"
-                    + (" because no rule matches it." if vl.source == "none" else "."),
-                    hint="Add a rule that shards one of its dims over a mesh axis whose size "
-                    f"divides it (mesh: {dict(mesh.mesh)}).",
-                    path=path, rule=rule,
-                ))
-            continue
-        if error.kind in ("unknown-axis", "duplicate-axis", "invalid-regex"):
-            continue  # reported once per rule by Plan.check
-        where = f"rule {rule!r}" if vl.source == "rule" else "its own layout"
+        cached = vl.problems
+        if cached is None or cached[0] != replicated_threshold:
+            cached = (replicated_threshold, _problems_of(vl, plan, mesh, replicated_threshold))
+            vl.problems = cached
+        problems += cached[1]
+    return problems
+
+
+def _problems_of(vl: VariableLayout, plan: Plan, mesh: MeshModel,
+                 replicated_threshold: int) -> list[Problem]:
+    problems = []
+    path, m = vl.info.path, vl.match
+    rule = plan.rules[m.rule].key if m.rule is not None else None
+    if m.how == "conflict":
+        keys = [plan.rules[i].key for i in m.candidates]
         problems.append(Problem(
-            "error", error.kind,
-            f"Variable {path!r} {vl.info.shape}: {where} {tuple(vl.axes)!r} cannot be "
-            f"applied: {error.message}.",
-            hint=error.hint[:1].upper() + error.hint[1:] + ".",
-            path=path, rule=rule,
+            "error", "conflict",
+            f"Variable {path!r} matches {len(keys)} rules {keys}; Keras raises "
+            "ValueError ('matches multiple layout specification keys') when it "
+            "creates this variable.",
+            hint=f"Make the keys more specific so only one fullmatches {path!r}, or add "
+            f"the exact key {path!r}, which wins over every regex.",
+            path=path,
+        ))
+        return problems
+    error = vl.error
+    if error is None:
+        if vl.source == "rule" and len(vl.axes) < len(vl.info.shape):
+            problems.append(Problem(
+                "warning", "rank-mismatch",
+                f"Rule {rule!r} gives {len(vl.axes)} entries {tuple(vl.axes)!r} for "
+                f"{path!r} of rank {len(vl.info.shape)} {vl.info.shape}; Keras silently "
+                f"pads it to {format_spec(vl.geometry.spec)}.",
+                hint=f"Write all {len(vl.info.shape)} entries so the layout says what it "
+                f"means, e.g. {vl.geometry.spec!r}.",
+                path=path, rule=rule,
+            ))
+        problems += replicated_large([vl], plan, mesh, replicated_threshold)
+        return problems
+    if error.kind in ("unknown-axis", "duplicate-axis", "invalid-regex"):
+        return problems  # reported once per rule by Plan.check
+    where = f"rule {rule!r}" if vl.source == "rule" else "its own layout"
+    problems.append(Problem(
+        "error", error.kind,
+        f"Variable {path!r} {vl.info.shape}: {where} {tuple(vl.axes)!r} cannot be "
+        f"applied: {error.message}.",
+        hint=error.hint[:1].upper() + error.hint[1:] + ".",
+        path=path, rule=rule,
+    ))
+    return problems
+
+
+def replicated_large(layouts, plan: Plan, mesh: MeshModel, threshold: int) -> list[Problem]:
+    """A ``replicated-large`` warning for each variable of at least
+    ``threshold`` bytes that every device holds whole."""
+    problems = []
+    for vl in layouts:
+        g = vl.geometry
+        if vl.error is not None or mesh.size == 1 or g.replicas != mesh.size or g.bytes < threshold:
+            continue
+        rule = plan.rules[vl.match.rule].key if vl.match.rule is not None else None
+        problems.append(Problem(
+            "warning", "replicated-large",
+            f"Variable {vl.info.path!r} {vl.info.shape} ({human_bytes(g.bytes)}) is "
+            f"fully replicated on all {mesh.size} devices"
+            + (" because no rule matches it." if vl.source == "none" else "."),
+            hint="Add a rule that shards one of its dims over a mesh axis whose size "
+            f"divides it (mesh: {dict(mesh.mesh)}).",
+            path=vl.info.path, rule=rule,
         ))
     return problems
 
@@ -152,7 +162,6 @@ def rule_problems(plan: Plan, scan: Scan, var_layouts, out_layouts) -> tuple[lis
     matches = [vl.match for vl in var_layouts] + [ol.match for ol in out_layouts]
     usage = rule_usage(plan.rule_keys, matches)
     problems = []
-    paths = scan.paths
     seen_keys = set()
     for u, rule in zip(usage, plan.rules):
         key = rule.key
@@ -168,30 +177,42 @@ def rule_problems(plan: Plan, scan: Scan, var_layouts, out_layouts) -> tuple[lis
                     hint="Pass `inputs=` so shardviz can trace a forward pass.", rule=key,
                 ))
                 continue
-            misses = near_misses(key, paths) if len(paths) < 20000 else []
-            better = suggest_key(key, paths) if misses else None
-            hint = "Keras matches a key against the whole path (re.fullmatch)."
-            if better:
-                hint += f" Did you mean {better!r}? It matches {misses[0]!r}."
-            elif misses:
-                hint += f" The closest paths are {misses}."
-            else:
-                hint += " Check the paths in report.variables (and report.outputs)."
-            what = "output path" if rule.is_output else "variable or output path"
-            problems.append(Problem(
-                "warning", "unused-rule",
-                f"Rule {key!r} matches no {what}, so it does nothing; whatever it was "
-                "meant for stays replicated.",
-                hint=hint, rule=key,
-            ))
+            problems.append(_unused_rule(scan, rule))
         elif u["status"] == "shadowed":
             problems.append(Problem(
                 "warning", "unused-rule",
-                f"Rule {key!r} matches {u['matches']} path(s), but an exact key takes "
+                f"Rule {key!r} matches {plural(u['matches'], 'path')}, but an exact key takes "
                 "each of them, so it never applies.",
                 hint="Remove it, or remove the exact keys if this rule should win.", rule=key,
             ))
     return problems, usage
+
+
+def _unused_rule(scan: Scan, rule) -> Problem:
+    """The problem of a rule that matches nothing, with a hint from the
+    paths it probably meant; made once per key for a scan."""
+    cache = scan.path_index.problems
+    problem = cache.get(rule.key)
+    if problem is not None:
+        return problem
+    key = rule.key
+    misses = scan.path_index.near_misses(key)
+    better = scan.path_index.suggest_key(key) if misses else None
+    hint = "Keras matches a key against the whole path (re.fullmatch)."
+    if better:
+        hint += f" Did you mean {better!r}? It matches {misses[0]!r}."
+    elif misses:
+        hint += f" The closest paths are {misses}."
+    else:
+        hint += " Check the paths in report.variables (and report.outputs)."
+    what = "output path" if rule.is_output else "variable or output path"
+    problem = cache[key] = Problem(
+        "warning", "unused-rule",
+        f"Rule {key!r} matches no {what}, so it does nothing; whatever it was "
+        "meant for stays replicated.",
+        hint=hint, rule=key,
+    )
+    return problem
 
 
 def mesh_problems(plan: Plan, mesh: MeshModel, device_count: int) -> list[Problem]:
@@ -220,7 +241,7 @@ def scan_problems(scan: Scan, layouts: list[VariableLayout]) -> list[Problem]:
         return []
     return [Problem(
         "info", "pinned-layout",
-        f"{len(pinned)} variable(s), e.g. {pinned[0].info.path!r}, carry their own layout, "
+        f"{plural(len(pinned), 'variable')}, e.g. {pinned[0].info.path!r}, carry their own layout, "
         "which Keras uses instead of any rule.",
         hint="Pass a builder instead of a built model to see a fresh build, or "
         "remove the layout from the variable.",

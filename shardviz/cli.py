@@ -3,9 +3,14 @@
     shardviz report mypkg.models:build --mesh batch=2,model=4 \\
         --rule '.*kernel=None,model' --inputs 8x128:int32 --fail-on unused-rule,conflict
 
-Exit codes: 0 when no guard fails, 1 when a guard (``--fail-on``,
-``--max-replicated-bytes``) fails, 2 for a usage error (a missing builder, a
-malformed option, an unreadable plan file), always with a one-line message.
+Exit codes of ``shardviz report``:
+
+* 0: the report holds no error, and no guard failed;
+* 1: the report holds an error (Keras would refuse the plan, or the forward
+  pass failed), or a guard (``--fail-on``, ``--max-replicated-bytes``)
+  failed; ``--fail-on never`` ignores the report's errors;
+* 2: a usage error (a missing builder, a malformed option, an unreadable plan
+  file, an output that cannot be written), always as one line with its hint.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import time
 
 from . import __version__
 from .errors import KINDS, SEVERITIES, ShardvizError
+from .plan import AXIS_NAME, check_axis_name
 
 UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -28,6 +34,27 @@ UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 
 class UsageError(Exception):
     """A one-line error for the user; exit code 2."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        self.message, self.hint = message, hint
+
+    @classmethod
+    def of(cls, error: ShardvizError, prefix: str = "") -> UsageError:
+        return cls(prefix + error.message, error.hint)
+
+    def line(self) -> str:
+        text = " ".join(self.message.split())
+        if self.hint:
+            text += f" (hint: {' '.join(self.hint.split())})"
+        return f"shardviz: error: {text}"
+
+EXIT_CODES = """exit codes:
+  0  no error in the report, and no guard failed
+  1  the report holds an error (Keras would refuse the plan, or the forward pass
+     failed), or a guard failed; --fail-on never ignores the report's errors
+  2  a usage error: a bad option, a missing builder, an unreadable plan file,
+     an output file that cannot be written"""
 
 
 # ---------------------------------------------------------------- parsing
@@ -39,12 +66,16 @@ def parse_mesh(text: str) -> dict[str, int]:
     """
     mesh = {}
     for part in text.split(","):
-        m = re.fullmatch(r"\s*([A-Za-z_][\w\-]*)\s*=\s*(\d+)\s*", part)
+        m = re.fullmatch(r"\s*([^=\s]+)\s*=\s*(\d+)\s*", part)
         if not m:
             raise UsageError(f"--mesh {text!r}: {part.strip()!r} is not NAME=SIZE "
                              "(write e.g. --mesh batch=2,model=4)")
         if m.group(1) in mesh:
             raise UsageError(f"--mesh {text!r}: axis {m.group(1)!r} appears twice")
+        try:
+            check_axis_name(m.group(1))
+        except ShardvizError as e:
+            raise UsageError.of(e, f"--mesh {text!r}: ") from None
         mesh[m.group(1)] = int(m.group(2))
     return mesh
 
@@ -65,7 +96,7 @@ def parse_rule(text: str) -> tuple[str, tuple]:
         token = token.strip()
         if token in ("None", "none", "-", ""):
             out.append(None)
-        elif re.fullmatch(r"[A-Za-z_][\w\-]*", token):
+        elif AXIS_NAME.fullmatch(token):
             out.append(token)
         else:
             raise UsageError(f"--rule {text!r}: {token!r} is not a mesh axis name or None")
@@ -105,11 +136,18 @@ def parse_bytes(text: str) -> int:
 
 
 def parse_fail_on(text: str) -> set[str]:
+    """Problem kinds and severities to fail on; ``never`` for none.
+
+    >>> sorted(parse_fail_on("unused-rule,warning")), parse_fail_on("never")
+    (['unused-rule', 'warning'], {'never'})
+    """
     kinds = {k.strip() for k in text.split(",") if k.strip()}
-    unknown = sorted(k for k in kinds if k not in KINDS and k not in SEVERITIES)
+    if "never" in kinds and len(kinds) > 1:
+        raise UsageError("--fail-on never cannot be combined with other kinds")
+    unknown = sorted(k for k in kinds if k not in KINDS and k not in SEVERITIES and k != "never")
     if unknown:
         raise UsageError(f"--fail-on: unknown kind {unknown[0]!r}; kinds: {', '.join(sorted(KINDS))}"
-                         f"; or a severity: {', '.join(SEVERITIES)}")
+                         f"; or a severity: {', '.join(SEVERITIES)}; or never")
     return kinds
 
 
@@ -134,6 +172,8 @@ def load_builder(target: str):
         raise
     except ModuleNotFoundError as e:
         raise UsageError(f"cannot import {module_name!r}: {e}") from None
+    except SystemExit as e:
+        raise UsageError(f"importing {module_name!r} called sys.exit({e.code!r})") from None
     except Exception as e:
         raise UsageError(f"importing {module_name!r} raised {type(e).__name__}: {e}") from None
     if not hasattr(module, attr):
@@ -176,14 +216,16 @@ def build_plan(args):
         if args.mesh or args.rule:
             raise UsageError("give either --plan or --mesh/--rule, not both")
         try:
-            with open(args.plan, encoding="utf-8") as f:
-                text = f.read()
+            with open(args.plan, "rb") as f:
+                data = f.read(16 * 2**20 + 1)
         except OSError as e:
             raise UsageError(f"cannot read plan file {args.plan!r}: {e.strerror}") from None
+        if len(data) > 16 * 2**20:
+            raise UsageError(f"plan file {args.plan!r} is larger than 16 MiB; it is not a plan")
         try:
-            return Plan.from_json(text)
+            return Plan.from_json(data)
         except ShardvizError as e:
-            raise UsageError(f"plan file {args.plan!r}: {e.message}") from None
+            raise UsageError.of(e, f"plan file {args.plan!r}: ") from None
     if not args.mesh:
         raise UsageError("give a plan: --plan plan.json, or --mesh batch=2,model=4 with --rule KEY=AXES")
     mesh = parse_mesh(args.mesh)
@@ -191,25 +233,48 @@ def build_plan(args):
     try:
         return Plan(mesh, rules, args.batch_axis)
     except ShardvizError as e:
-        raise UsageError(e.message) from None
+        raise UsageError.of(e) from None
 
 
 def guard_failures(report, fail_on: set[str], max_replicated: int | None) -> list[str]:
+    """One ``FAIL`` line per problem that fails the run. By default every
+    error fails it; ``fail_on`` adds kinds and severities, ``{"never"}``
+    fails nothing."""
+    if "never" in fail_on:
+        return []
+    fail_on = fail_on | {"error"}
     lines = []
     severities = [s for s in SEVERITIES if s in fail_on]
     for p in report.problem_list:
         if p.kind in fail_on or any(p.at_least(s) for s in severities):
             where = p.path or p.rule or p.layer or "-"
-            lines.append(f"FAIL {p.kind} {where}: {p.message}")
+            lines.append(f"FAIL {p.kind} {where}: {' '.join(p.message.split())}")
     if max_replicated is not None:
-        from .checks import human_bytes
-
-        for vl in report.variable_layouts:
-            g = vl.geometry
-            if report.mesh.size > 1 and g.replicas == report.mesh.size and g.bytes >= max_replicated:
-                lines.append(f"FAIL replicated-large {vl.info.path}: {human_bytes(g.bytes)} "
-                             f"replicated on all {report.mesh.size} devices")
+        for p in report.replicated_large(max_replicated):
+            lines.append(f"FAIL replicated-large {p.path}: {p.message}")
     return lines
+
+
+def check_outputs(args) -> None:
+    """Refuse output paths that cannot be written, before any work starts."""
+    for flag in ("html", "json"):
+        path = getattr(args, flag, None)
+        if not path:
+            continue
+        if os.path.isdir(path):
+            raise UsageError(f"--{flag} {path!r} is a directory", hint="Give a file name.")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise UsageError(f"--{flag} {path!r}: the folder {folder!r} does not exist",
+                             hint="Create it first, or write elsewhere.")
+        exists = os.path.exists(path)
+        try:
+            with open(path, "a", encoding="utf-8"):
+                pass
+        except OSError as e:
+            raise UsageError(f"--{flag} {path!r} cannot be written: {e.strerror}") from None
+        if not exists:
+            os.remove(path)
 
 
 def write_outputs(report, args, title):
@@ -240,8 +305,12 @@ def print_report(report, args):
 def cmd_report(args) -> int:
     from . import simulate_devices
 
-    if args.devices:
-        simulate_devices(args.devices)
+    check_outputs(args)
+    if args.devices is not None:
+        try:
+            simulate_devices(args.devices)
+        except ShardvizError as e:
+            raise UsageError.of(e, f"--devices {args.devices}: ") from None
     plan = build_plan(args)
     inputs = [parse_inputs(t) for t in args.inputs or []]
     fail_on = parse_fail_on(args.fail_on) if args.fail_on else set()
@@ -256,7 +325,7 @@ def cmd_report(args) -> int:
                          mode="concrete" if args.run else "abstract", train_step=args.train_step,
                          progress=progress)
     except ShardvizError as e:
-        raise UsageError(e.message) from None
+        raise UsageError.of(e) from None
     finally:
         progress.stop()
     print_report(report, args)
@@ -271,6 +340,7 @@ def cmd_demo(args) -> int:
     from . import examples, simulate_devices
     from .analysis import analyze
 
+    check_outputs(args)
     simulate_devices(8)
     plan = examples.transformer_plan().with_rule("attn/output/kernel", ("model", None, None))
     progress = Progress(args.quiet)
@@ -298,7 +368,8 @@ def make_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="analyse a model builder under a plan",
                             description="Analyse a model (or a zero-argument builder of one) under "
-                            "a plan, print the tables and problems, and check guards.")
+                            "a plan, print the tables and problems, and check guards.",
+                            epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     report.add_argument("target", metavar="MODULE_OR_FILE:BUILDER",
                         help="e.g. mypkg.models:build or models.py:build")
     plan = report.add_argument_group("the plan")
@@ -311,23 +382,23 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--inputs", action="append", metavar="SHAPE[:DTYPE]",
                      help="e.g. 8x128:int32; repeat for several inputs")
     run.add_argument("--devices", type=int, metavar="N", help="simulate N CPU devices")
-    mode = run.add_mutually_exclusive_group()
-    mode.add_argument("--abstract", action="store_true",
-                      help="lower and compile only, allocating nothing (the default)")
-    mode.add_argument("--run", action="store_true", help="also execute the pass")
+    run.add_argument("--run", action="store_true",
+                     help="also execute the pass (by default it is lowered and compiled only, "
+                     "allocating nothing)")
     run.add_argument("--train-step", action="store_true",
                      help="analyse a training step (forward, backward, optimizer update)")
-    guards = report.add_argument_group("CI guards (exit code 1 when one fails)")
+    guards = report.add_argument_group(
+        "CI guards (exit code 1 when one fails; any error in the report always fails)")
     guards.add_argument("--fail-on", metavar="KINDS",
-                        help="problem kinds, e.g. unused-rule,conflict,indivisible,"
-                        "dropped-constraint, or a severity (error, warning, info), which fails "
-                        "on every problem at least that severe")
+                        help="also fail on these problem kinds, e.g. unused-rule,replicated-large,"
+                        " or on a severity (warning, info: every problem at least that severe); "
+                        "'never' to exit 0 whatever the report holds")
     guards.add_argument("--max-replicated-bytes", metavar="SIZE",
                         help="fail on any variable at least this large left fully replicated, "
                         "e.g. 64MB or 1GiB")
     _outputs(report)
 
-    demo = sub.add_parser("demo", help="run the built-in example end to end",
+    demo = sub.add_parser("demo", epilog=None, help="run the built-in example end to end",
                           description="Analyse a built-in tensor-parallel transformer block on 8 "
                           "simulated devices and write an HTML report.")
     _outputs(demo, html_default="demo-report.html")
@@ -355,10 +426,10 @@ def main(argv=None) -> int:
     try:
         return {"report": cmd_report, "demo": cmd_demo}[args.command](args)
     except UsageError as e:
-        print(f"shardviz: error: {e}", file=sys.stderr)
+        print(e.line(), file=sys.stderr)
         return 2
     except ShardvizError as e:
-        print(f"shardviz: error: {e.message}", file=sys.stderr)
+        print(UsageError.of(e).line(), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("shardviz: interrupted", file=sys.stderr)

@@ -12,7 +12,15 @@ after the imports; a notebook that calls it late has to restart its kernel.
 from __future__ import annotations
 
 from ._adapters.jax import backend_started
+from .format import plural
 from .errors import ShardvizError
+
+
+MAX_SIMULATED_DEVICES = 2048
+"""The most CPU devices shardviz simulates. JAX starts 2,048 devices in about
+2.5 s and ends the process in about 6 s; at 4,096 ending takes 14 s, at 8,192
+over 30 s (``bench/bench_devices.py``). Larger meshes are planned without
+devices: layouts, shards and bytes are exact on an abstract mesh."""
 
 
 def simulate_devices(n: int = 8, *, cpu_only: bool = True) -> int:
@@ -29,10 +37,21 @@ def simulate_devices(n: int = 8, *, cpu_only: bool = True) -> int:
             machine with an accelerator. Only applied before the backend
             starts.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    import numbers
+
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise ShardvizError(
-            f"simulate_devices(n={n!r}): n must be a positive integer.",
+            f"simulate_devices(n={n!r:.40}): n must be a positive integer.",
             hint="Pass the number of devices the plan's mesh needs, e.g. simulate_devices(8).",
+        )
+    n = int(n)
+    if n > MAX_SIMULATED_DEVICES:
+        raise ShardvizError(
+            f"simulate_devices({n}): shardviz simulates at most {MAX_SIMULATED_DEVICES:,} "
+            f"devices. JAX's start-up and shut-down grow with the count (about 14 s to end a "
+            "process with 4,096 devices, over 30 s with 8,192), and a notebook would stall.",
+            hint="Analyse larger meshes without simulating them: layouts, shard shapes and "
+            "bytes per device are exact on an abstract mesh (analyze without inputs).",
         )
     import jax
 
@@ -41,7 +60,7 @@ def simulate_devices(n: int = 8, *, cpu_only: bool = True) -> int:
         if count == n:
             return n
         raise ShardvizError(
-            f"JAX has already started with {count} device(s), so it cannot "
+            f"JAX has already started with {plural(count, 'device')}, so it cannot "
             f"simulate {n}: the device count is fixed when JAX runs its first operation.",
             hint=(
                 "Restart the kernel (or the Python process) and call "
@@ -54,9 +73,3 @@ def simulate_devices(n: int = 8, *, cpu_only: bool = True) -> int:
     jax.config.update("jax_num_cpu_devices", n)
     return n
 
-
-def device_count() -> int:
-    """The number of JAX devices (this starts the backend)."""
-    import jax
-
-    return jax.device_count()

@@ -6,6 +6,7 @@ import re
 
 from .checks import human_bytes
 from .geometry import format_spec
+from .match import regex_error
 
 
 def explain_path(report, path: str) -> str:
@@ -59,7 +60,4 @@ def _how(m, rules, path, report, output: bool) -> str:
 
 
 def _finds(key: str, path: str) -> bool:
-    try:
-        return re.search(key, path) is not None
-    except re.error:
-        return False
+    return regex_error(key) is None and re.search(key, path) is not None

@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+from .format import format_spec  # noqa: F401  (a re-export)
+
 
 class GeometryError(Exception):
     """A layout that cannot be applied to a tensor; ``kind`` is a problem kind."""
@@ -270,19 +272,6 @@ def spec_from_sharding(sharding, ndim: int) -> tuple:
             entry = entry[0] if len(entry) == 1 else (entry or None)
         out.append(entry)
     return tuple(out)
-
-
-def format_spec(spec) -> str:
-    """``(None, 'model')`` as ``P(None, 'model')``; fully replicated as ``P()``.
-
-    >>> format_spec((None, "model")), format_spec((None, None))
-    ("P(None, 'model')", 'P()')
-    """
-    if spec is None:
-        return "—"
-    if all(a is None for a in spec):
-        return "P()"
-    return "P(" + ", ".join(repr(a) for a in spec) + ")"
 
 
 class SubAxis(str):

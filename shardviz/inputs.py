@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .format import plural
 from .errors import ShardvizError
 
 
 def _is_shape(x) -> bool:
+    import numbers
+
     return isinstance(x, (tuple, list)) and all(
-        isinstance(d, int) and not isinstance(d, bool) for d in x
+        isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in x
     )
 
 
@@ -36,6 +39,39 @@ def _is_spec(x) -> bool:
     import jax
 
     return isinstance(x, jax.ShapeDtypeStruct)
+
+
+def call_arity(model) -> int:
+    """How many tensors a subclassed model's ``call`` takes positionally
+    (``call(self, x, y)`` takes 2); 1 for functional and Sequential models,
+    which take one structure of inputs.
+    """
+    import inspect
+
+    try:
+        if getattr(model, "inputs", None):
+            return 1
+    except (AttributeError, ValueError):
+        pass
+    try:
+        params = inspect.signature(model.call).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    positional = [p for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                  and p.default is p.empty and p.name not in ("training", "mask")]
+    return max(1, len(positional))
+
+
+def call_args(model, tree) -> tuple:
+    """The positional arguments to call ``model`` with, for inputs ``tree``:
+    a list or tuple of as many inputs as a subclassed ``call`` takes is
+    spread over its arguments; anything else is its one argument.
+    """
+    arity = call_arity(model)
+    if arity > 1 and isinstance(tree, (list, tuple)) and len(tree) == arity:
+        return tuple(tree)
+    return (tree,)
 
 
 def model_input_specs(model):
@@ -51,7 +87,11 @@ def model_input_specs(model):
         inputs = None
     if inputs:
         return [(tuple(t.shape), str(t.dtype)) for t in inputs]
-    shapes = getattr(model, "_build_shapes_dict", None) or {}
+    if call_arity(model) > 1:
+        return None  # Keras remembers the shape of the first argument only
+    from ._keras import build_shapes
+
+    shapes = build_shapes(model)
     if len(shapes) == 1:
         (shape,) = shapes.values()
         if shape and isinstance(shape, (tuple, list)) and all(
@@ -99,7 +139,11 @@ def normalize_inputs(inputs, model_specs=None):
             dtype = None
             if model_specs and position < len(model_specs):
                 dtype = model_specs[position][1]
-            return jax.ShapeDtypeStruct(tuple(x), dtype or "float32")
+            if any(int(d) < 0 for d in x):
+                raise ShardvizError(
+                    f"Input {position} has the shape {tuple(int(d) for d in x)}, with a negative "
+                    "size.", hint="Give every dim a size of at least 1, e.g. (8, 128).")
+            return jax.ShapeDtypeStruct(tuple(int(d) for d in x), dtype or "float32")
         raise ShardvizError(
             f"Input {position} is {type(x).__name__} {x!r:.80}; expected an array, a "
             "jax.ShapeDtypeStruct or a shape such as (8, 128).",
@@ -138,8 +182,8 @@ def check_against_model(specs, model_specs, model_name: str):
     given = jax.tree_util.tree_leaves(specs)
     if len(given) != len(model_specs):
         raise ShardvizError(
-            f"Model {model_name!r} takes {len(model_specs)} input(s), but {len(given)} "
-            "were given.",
+            f"Model {model_name!r} takes {plural(len(model_specs), 'input')}, but {len(given)} "
+            f"{'was' if len(given) == 1 else 'were'} given.",
             hint="Pass one shape or array per model input, in order "
             f"(expected shapes: {[s for s, _ in model_specs]}).",
         )

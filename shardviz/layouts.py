@@ -10,9 +10,10 @@ result.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from .geometry import GeometryError, MeshModel, TensorGeometry, geometry_of, replicated_geometry
-from .match import Match, RuleMatcher
+from .match import Match
 from .plan import Plan
 from .model_scan import OutputInfo, Scan, VariableInfo
 
@@ -34,7 +35,7 @@ class VariableLayout:
     """
 
     # A plain slotted class: one is made per variable on every re-analysis.
-    __slots__ = ("info", "match", "source", "axes", "geometry", "error", "status")
+    __slots__ = ("info", "match", "source", "axes", "geometry", "error", "status", "problems")
 
     def __init__(self, info: VariableInfo, match: Match, source: str, axes: tuple,
                  geometry: TensorGeometry, error: GeometryError | None = None):
@@ -42,6 +43,8 @@ class VariableLayout:
         self.geometry, self.error = geometry, error
         self.status = "error" if error is not None else (
             "sharded" if geometry.sharded else "replicated")
+        self.problems = None
+        """``(threshold, problems)``, kept by :func:`shardviz.checks.variable_problems`."""
 
     def __repr__(self) -> str:
         return f"<VariableLayout {self.info.path!r} {self.status} {self.axes!r}>"
@@ -57,41 +60,84 @@ class OutputLayout:
     """The requested layout, or None when no rule matches."""
 
 
-def _scan_matcher(scan: Scan, which: str) -> RuleMatcher:
-    key = ("matcher", which)
-    matcher = scan._memo.get(key)
-    if matcher is None:
-        paths = scan.variable_paths if which == "variables" else scan.output_paths
-        matcher = scan._memo[key] = RuleMatcher(paths)
-    return matcher
-
-
 def variable_layouts(scan: Scan, plan: Plan, mesh: MeshModel) -> list[VariableLayout]:
     """Each variable's layout under ``plan``, as Keras's ``ModelParallel``
     would give it: the variable's own layout first, then the LayoutMap,
-    else replicated."""
+    else replicated.
+
+    The scan keeps the last answer: when only some rules' axes changed, only
+    the variables those rules win are laid out again.
+    """
     keys = plan.rule_keys
-    matches = _scan_matcher(scan, "variables").match(keys)
-    out = []
-    for info, m in zip(scan.variables, matches):
-        if info.own_axes is not None:
-            source, axes = "own", info.own_axes
-        elif m.rule is not None:
-            source, axes = "rule", plan.rules[m.rule].axes
+    matches = scan.variable_matcher.match(keys)
+    axes_of = tuple(rule.axes for rule in plan.rules)
+    memo = scan.layout_memo
+    with memo.lock:
+        last = memo.last
+        if last is not None and last[0] is mesh and len(last[1]) == len(keys):
+            _, _, old_matches, old_axes, old_out = last
+            if matches is not old_matches:
+                memo.won_by = _won_by(matches)
+            todo = {v for v, (a, b) in enumerate(zip(old_matches, matches)) if a is not b} \
+                if matches is not old_matches else set()
+            for i, (a, b) in enumerate(zip(old_axes, axes_of)):
+                if a != b:
+                    todo.update(memo.won_by.get(i, ()))
+            out = list(old_out)
+            for v in todo:
+                out[v] = _layout(scan.variables[v], matches[v], plan, mesh)
         else:
-            source, axes = "none", ()
-        geometry, error = None, None
-        if m.keras_raises and source != "own":
-            error = _match_error(m)
-        else:
-            try:
-                geometry = geometry_of(mesh, info.shape, info.dtype, axes)
-            except GeometryError as e:
-                error = e
-        if error is not None:
-            geometry = replicated_geometry(info.shape, info.dtype, mesh)
-        out.append(VariableLayout(info, m, source, axes, geometry, error))
+            out = [_layout(info, m, plan, mesh) for info, m in zip(scan.variables, matches)]
+            memo.won_by = _won_by(matches)
+        memo.last = (mesh, keys, matches, axes_of, out)
     return out
+
+
+def _won_by(matches) -> dict[int, list[int]]:
+    """Rule index to the variables it wins."""
+    won_by: dict[int, list[int]] = {}
+    for v, m in enumerate(matches):
+        if m.rule is not None:
+            won_by.setdefault(m.rule, []).append(v)
+    return won_by
+
+
+class LayoutMemo:
+    """The last variable layouts of a scan, to lay out only what an edit changes."""
+
+    def __init__(self):
+        import threading
+
+        self.lock = threading.Lock()
+        self.last = None
+        self.last_outputs = None
+        self.won_by: dict[int, list[int]] = {}
+
+
+def _layout(info: VariableInfo, m: Match, plan: Plan, mesh: MeshModel) -> VariableLayout:
+    if info.own_axes is not None:
+        source, axes = "own", info.own_axes
+    elif m.rule is not None:
+        source, axes = "rule", plan.rules[m.rule].axes
+    else:
+        source, axes = "none", ()
+    geometry, error = None, None
+    if m.keras_raises and source != "own":
+        error = _match_error(m)
+    else:
+        geometry, error = _geometry_or_error(mesh, info.shape, info.dtype, axes)
+    if error is not None:
+        geometry = replicated_geometry(info.shape, info.dtype, mesh)
+    return VariableLayout(info, m, source, axes, geometry, error)
+
+
+@functools.lru_cache(maxsize=65536)
+def _geometry_or_error(mesh, shape, dtype, axes):
+    """``(geometry, None)`` or ``(None, GeometryError)``: refusals are kept too."""
+    try:
+        return geometry_of(mesh, shape, dtype, axes), None
+    except GeometryError as e:
+        return None, e
 
 
 def _match_error(m: Match) -> GeometryError:
@@ -101,9 +147,16 @@ def _match_error(m: Match) -> GeometryError:
 
 
 def output_layouts(scan: Scan, plan: Plan) -> list[OutputLayout]:
-    """Each output path's requested layout under ``plan``."""
-    matches = _scan_matcher(scan, "outputs").match(plan.rule_keys)
-    return [
-        OutputLayout(info, m, plan.rules[m.rule].axes if m.rule is not None else None)
-        for info, m in zip(scan.outputs, matches)
-    ]
+    """Each output path's requested layout under ``plan`` (kept while the
+    matches and the winning rules' axes stay the same)."""
+    matches = scan.output_matcher.match(plan.rule_keys)
+    axes_of = tuple(rule.axes for rule in plan.rules)
+    memo = scan.layout_memo
+    with memo.lock:
+        last = memo.last_outputs
+        if last is not None and last[0] is matches and last[1] == axes_of:
+            return last[2]
+        out = [OutputLayout(info, m, plan.rules[m.rule].axes if m.rule is not None else None)
+               for info, m in zip(scan.outputs, matches)]
+        memo.last_outputs = (matches, axes_of, out)
+    return out

@@ -26,7 +26,9 @@ the most common silent mistake.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
+import threading
 from collections.abc import Sequence
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +78,9 @@ class RuleMatcher:
         self.paths = tuple(paths)
         self._index = {p: i for i, p in enumerate(self.paths)}
         self._hits: dict[str, frozenset[int] | str] = {}
+        self._answers: dict[tuple, tuple] = {}
+        self._last: tuple | None = None
+        self._lock = threading.RLock()
 
     def hits(self, key: str) -> frozenset[int] | str:
         """Indices of the paths ``key`` fullmatches, or the regex error."""
@@ -91,12 +96,78 @@ class RuleMatcher:
         return cached
 
     def match(self, keys: Sequence[str]) -> list[Match]:
-        """One :class:`Match` per path, in path order."""
-        keys = list(keys)
+        """One :class:`Match` per path, in path order (a shared list: do not
+        modify it).
+
+        The last few answers are kept: asking again for the same keys costs
+        nothing, and when keys were edited in place (same number of rules)
+        only the paths an old or a new key matches are resolved again.
+        """
+        keys = tuple(keys)
+        with self._lock:
+            cached = self._answers.get(keys)
+            if cached is not None:
+                return cached[0]
+            answer = self._incremental(keys) or self._match_all(keys)
+            self._answers[keys] = answer
+            self._last = keys
+            while len(self._answers) > 4:
+                self._answers.pop(next(iter(self._answers)))
+            return answer[0]
+
+    def _incremental(self, keys: tuple):
+        """Re-resolve only the paths that an edited key matched or matches."""
+        last = self._last
+        if last is None or len(last) != len(keys) or last not in self._answers:
+            return None
+        if len(set(keys)) != len(keys) or len(set(last)) != len(last):
+            return None  # duplicate keys change which rule counts
+        if any(isinstance(self.hits(k), str) for k in keys + last):
+            return None  # an invalid regex changes every path's answer
+        changed = [i for i, (a, b) in enumerate(zip(last, keys)) if a != b]
+        old_out, old_cands = self._answers[last]
+        cands = dict(old_cands)
+        touched = set()
+        for i in changed:
+            old_hits, new_hits = self.hits(last[i]), self.hits(keys[i])
+            touched |= old_hits | new_hits
+            for key in (last[i], keys[i]):
+                if key in self._index:
+                    touched.add(self._index[key])
+            for p in old_hits - new_hits:
+                rest = tuple(j for j in cands[p] if j != i)
+                if rest:
+                    cands[p] = rest
+                else:
+                    del cands[p]
+            for p in new_hits - old_hits:
+                cands[p] = tuple(sorted(cands.get(p, ()) + (i,)))
+        first = {k: i for i, k in enumerate(keys)}
+        out = list(old_out)
+        for p in touched:
+            out[p] = self._resolve(p, cands.get(p, ()), first, ())
+        return out, cands
+
+    def _resolve(self, p: int, cands: tuple, first: dict, errors: list) -> Match:
+        path = self.paths[p]
+        exact = first.get(path)
+        if exact is not None:
+            return Match(path, "exact", exact, tuple(sorted(set(cands) | {exact})))
+        if errors:
+            # Keras tries every key with re.fullmatch; an invalid one raises.
+            i, key, msg = errors[0]
+            return Match(path, "error", None, cands, f"rule {i} {key!r}: {msg}")
+        if len(cands) > 1:
+            return Match(path, "conflict", None, cands)
+        if cands:
+            return Match(path, "regex", cands[0], cands)
+        return Match(path, "none", None, ())
+
+    def _match_all(self, keys: tuple):
         first = {}
         for i, k in enumerate(keys):
             first.setdefault(k, i)
-        candidates = [[] for _ in self.paths]
+        lists: dict[int, list[int]] = {}
         errors = []
         for i, key in enumerate(keys):
             hits = self.hits(key)
@@ -106,25 +177,17 @@ class RuleMatcher:
             if first[key] != i:
                 continue  # a duplicate key; Keras refuses it at insertion
             for p in hits:
-                candidates[p].append(i)
-        out = []
-        for p, path in enumerate(self.paths):
-            cands = tuple(candidates[p])
-            exact = first.get(path)
-            if exact is not None:
-                all_c = tuple(sorted(set(cands) | {exact}))
-                out.append(Match(path, "exact", exact, all_c))
-            elif errors:
-                # Keras tries every key with re.fullmatch; an invalid one raises.
-                i, key, msg = errors[0]
-                out.append(Match(path, "error", None, cands, f"rule {i} {key!r}: {msg}"))
-            elif len(cands) > 1:
-                out.append(Match(path, "conflict", None, cands))
-            elif cands:
-                out.append(Match(path, "regex", cands[0], cands))
-            else:
-                out.append(Match(path, "none", None, ()))
-        return out
+                lists.setdefault(p, []).append(i)
+        cands = {p: tuple(c) for p, c in lists.items()}
+        resolve = self._resolve
+        if errors:
+            return [resolve(p, cands.get(p, ()), first, errors)
+                    for p in range(len(self.paths))], cands
+        exact = {self._index[k] for k in first if k in self._index}
+        out = [Match(path, "none", None, ()) for path in self.paths]
+        for p in exact.union(cands):
+            out[p] = resolve(p, cands.get(p, ()), first, errors)
+        return out, cands
 
 
 def match_path(keys: Sequence[str], path: str) -> Match:
@@ -170,31 +233,118 @@ def rule_usage(keys: Sequence[str], matches: Sequence[Match]) -> list[dict]:
     return usage
 
 
-def _regex_invalid(key: str) -> bool:
+@functools.lru_cache(maxsize=65536)
+def regex_error(pattern: str) -> str | None:
+    """The reason ``pattern`` is not a valid regex, or None (cached: a plan
+    is re-checked on every edit, and ``re``'s own cache holds 512 patterns).
+
+    >>> regex_error("dense/(kernel")
+    'missing ), unterminated subpattern at position 6'
+    """
     try:
-        re.compile(key)
-    except re.error:
-        return True
-    return False
+        re.compile(pattern)
+    except re.error as e:
+        return str(e)
+    return None
+
+
+def _regex_invalid(key: str) -> bool:
+    return regex_error(key) is not None
+
+
+class PathIndex:
+    """Finds the paths a rule that matches nothing probably meant, fast.
+
+    A hint is computed once per key and kept, so that after an edit only the
+    edited rule's hint is new. Paths a key finds with ``re.search`` (it
+    matches a part but not the whole path) come first; otherwise the closest
+    by spelling, among the paths that share the most words with the key.
+
+    >>> index = PathIndex(["sequential/d1/kernel", "sequential/d1/bias"])
+    >>> index.near_misses("d1/kernel"), index.suggest_key("d1/kernel")
+    (['sequential/d1/kernel'], '.*d1/kernel')
+    """
+
+    CANDIDATES = 64
+    """Paths compared by spelling, at most, per key."""
+
+    def __init__(self, paths: Sequence[str]):
+        self.paths = tuple(paths)
+        self._words: dict[str, list[int]] | None = None
+        self._misses: dict[tuple[str, int], list[str]] = {}
+        self._keys: dict[str, str | None] = {}
+        self.problems: dict = {}
+        """Problems about keys that match nothing, kept per key by the checks."""
+
+    @staticmethod
+    def words(text: str) -> set[str]:
+        return {w.lower() for w in re.findall(r"[A-Za-z]+|\d+", text)}
+
+    def _by_word(self) -> dict[str, list[int]]:
+        if self._words is None:
+            index: dict[str, list[int]] = {}
+            for i, path in enumerate(self.paths):
+                for w in self.words(path):
+                    index.setdefault(w, []).append(i)
+            self._words = index
+        return self._words
+
+    def near_misses(self, key: str, limit: int = 3) -> list[str]:
+        cached = self._misses.get((key, limit))
+        if cached is not None:
+            return cached
+        try:
+            search = re.compile(key).search
+        except re.error:
+            search = None
+        found = []
+        if search is not None:
+            for p in self.paths:
+                if search(p):
+                    found.append(p)
+                    if len(found) == limit:
+                        break
+        if not found:
+            import difflib
+
+            by_word = self._by_word()
+            shared: dict[int, int] = {}
+            for w in self.words(key):
+                for i in by_word.get(w, ()):
+                    shared[i] = shared.get(i, 0) + 1
+            best = sorted(shared, key=lambda i: (-shared[i], i))[: self.CANDIDATES]
+            found = difflib.get_close_matches(key, [self.paths[i] for i in best], n=limit,
+                                              cutoff=0.6)
+        self._misses[(key, limit)] = found
+        return found
+
+    def suggest_key(self, key: str) -> str | None:
+        """A key that would match what ``key`` finds only as a substring."""
+        if key not in self._keys:
+            self._keys[key] = self._suggest(key)
+        return self._keys[key]
+
+    def _suggest(self, key: str) -> str | None:
+        misses = self.near_misses(key)
+        if not misses:
+            return None
+        for cand in (f".*{key}", f".*{key}.*", f"{key}.*"):
+            try:
+                fullmatch = re.compile(cand).fullmatch
+            except re.error:
+                return None
+            if any(fullmatch(p) for p in misses):
+                return cand
+        return None
 
 
 def near_misses(key: str, paths: Sequence[str], limit: int = 3) -> list[str]:
-    """Paths a rule probably meant: those it finds with ``re.search`` (it
-    matches a part but not the whole path), else the closest by spelling.
+    """Paths a rule probably meant (see :class:`PathIndex`).
 
     >>> near_misses("d1/kernel", ["sequential/d1/kernel", "sequential/d1/bias"])
     ['sequential/d1/kernel']
     """
-    try:
-        search = re.compile(key).search
-    except re.error:
-        search = None
-    found = [p for p in paths if search and search(p)][:limit]
-    if found:
-        return found
-    import difflib
-
-    return difflib.get_close_matches(key, list(paths), n=limit, cutoff=0.6)
+    return PathIndex(paths).near_misses(key, limit)
 
 
 def suggest_key(key: str, paths: Sequence[str]) -> str | None:
@@ -203,14 +353,4 @@ def suggest_key(key: str, paths: Sequence[str]) -> str | None:
     >>> suggest_key("d1/kernel", ["sequential/d1/kernel"])
     '.*d1/kernel'
     """
-    misses = near_misses(key, paths)
-    if not misses:
-        return None
-    candidates = [f".*{key}", f".*{key}.*", f"{key}.*"]
-    for cand in candidates:
-        try:
-            if any(re.fullmatch(cand, p) for p in misses):
-                return cand
-        except re.error:
-            return None
-    return None
+    return PathIndex(paths).suggest_key(key)

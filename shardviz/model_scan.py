@@ -30,12 +30,16 @@ seconds.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 
 from . import _keras
+from .format import plural
+from .match import PathIndex, RuleMatcher
 from .errors import ShardvizError
-from .inputs import check_against_model, model_input_specs, normalize_inputs, placeholder_inputs
+from .inputs import (call_args, check_against_model, model_input_specs, normalize_inputs,
+                     placeholder_inputs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +116,6 @@ class Scan:
     built_by_shardviz: bool = False
     """True when shardviz called a builder (so no variable holds memory)."""
     seconds: float = 0.0
-    _memo: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def variable_paths(self) -> tuple[str, ...]:
@@ -131,11 +134,38 @@ class Scan:
     def param_count(self) -> int:
         return sum(v.size for v in self.variables)
 
-    def variable(self, path: str) -> VariableInfo:
-        for v in self.variables:
-            if v.path == path:
-                return v
-        raise KeyError(path)
+    @functools.cached_property
+    def variable_matcher(self) -> RuleMatcher:
+        """Matches rule keys against the variable paths, caching per key."""
+        return RuleMatcher(self.variable_paths)
+
+    @functools.cached_property
+    def output_matcher(self) -> RuleMatcher:
+        """Matches rule keys against the output paths, caching per key."""
+        return RuleMatcher(self.output_paths)
+
+    @functools.cached_property
+    def variable_columns(self) -> dict[str, list]:
+        """The plan-independent columns of ``report.variables``, made once."""
+        infos = self.variables
+        return {
+            "path": [i.path for i in infos], "layer": [i.layer for i in infos],
+            "shape": [i.shape for i in infos], "dtype": [i.dtype for i in infos],
+            "params": [i.size for i in infos], "trainable": [i.trainable for i in infos],
+        }
+
+    @functools.cached_property
+    def layout_memo(self):
+        """The last variable layouts computed for this scan (see
+        :func:`shardviz.layouts.variable_layouts`)."""
+        from .layouts import LayoutMemo
+
+        return LayoutMemo()
+
+    @functools.cached_property
+    def path_index(self) -> PathIndex:
+        """Finds what a rule that matches nothing probably meant."""
+        return PathIndex(self.paths)
 
     def __repr__(self) -> str:
         name = getattr(self.model, "name", type(self.model).__name__)
@@ -175,6 +205,11 @@ def build_model(builder):
             model = builder()
         except ShardvizError:
             raise
+        except SystemExit as e:
+            raise ShardvizError(
+                f"The builder {name}() called sys.exit({e.code!r}) instead of returning a model.",
+                hint="Return the model from the builder; do not exit the process.",
+            ) from None
         except Exception as e:
             error = e
         else:
@@ -243,7 +278,7 @@ def forward_lookups(model, input_specs):
 
     def forward(tv, ntv, x):
         with _keras.deferred_variables(), _keras.observing_outputs(on_output):
-            outputs, _ = model.stateless_call(tv, ntv, x)
+            outputs, _ = model.stateless_call(tv, ntv, *call_args(model, x))
         return outputs
 
     jax.eval_shape(forward, trainable, non_trainable, input_specs)
@@ -303,7 +338,7 @@ def scan(model_or_builder, inputs=None) -> Scan:
     pinned = [v for v in variables if v.own_axes is not None]
     if pinned and not built_by_shardviz:
         notes.append(
-            f"{len(pinned)} variable(s) already carry a layout (set at construction, or by "
+            f"{plural(len(pinned), 'variable')} already carry a layout (set at construction, or by "
             "the distribution the model was built under); Keras keeps it over any rule. "
             "Pass a builder to analyse a fresh build."
         )

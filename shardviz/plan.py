@@ -31,6 +31,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .format import plural
+from .match import regex_error
 from .errors import Problem, ShardvizError
 
 SCHEMA = "shardviz.plan"
@@ -69,6 +71,15 @@ class Rule:
 
 
 def _normalize_axes(axes, key) -> Axes:
+    if isinstance(axes, (set, frozenset, Mapping)):
+        kind = "a set, whose order is arbitrary" if isinstance(axes, (set, frozenset)) \
+            else "a mapping"
+        raise ShardvizError(
+            f"Rule {key!r}: axes must be a tuple or list with one entry per tensor dimension, "
+            f"in order; got {kind}: {axes!r}.",
+            hint="Write e.g. (None, 'model'): the mesh axis (or None) of each dimension.",
+            rule=key,
+        )
     if isinstance(axes, str) or axes is None:
         raise ShardvizError(
             f"Rule {key!r}: axes must be a sequence with one entry per tensor "
@@ -77,13 +88,13 @@ def _normalize_axes(axes, key) -> Axes:
             "to shard the last dimension of a 2-D one.",
             rule=key,
         )
-    try:
-        axes = tuple(axes)
-    except TypeError:
+    if not isinstance(axes, (tuple, list)):
         raise ShardvizError(
-            f"Rule {key!r}: axes must be a sequence such as (None, 'model'), got {axes!r}.",
+            f"Rule {key!r}: axes must be a tuple or list such as (None, 'model'), got "
+            f"{type(axes).__name__} {axes!r:.80}.",
             rule=key,
-        ) from None
+        )
+    axes = tuple(axes)
     for axis in axes:
         if axis is None or (isinstance(axis, str) and axis):
             continue
@@ -102,15 +113,67 @@ def _normalize_axes(axes, key) -> Axes:
     return axes
 
 
+MAX_AXIS_SIZE = 2**31 - 1
+"""JAX's meshes hold axis sizes as 32-bit integers."""
+
+AXIS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+"""What a mesh axis name may be: ASCII letters, digits, '_', '-' and '.',
+not starting with a digit, '-' or '.'. XLA aborts the process on a name with
+a non-ASCII character or a backslash, and names with quotes, commas, '=' or
+brackets cannot be read back from XLA's program text."""
+
+
+def as_int(value, what: str) -> int:
+    """An int from a Python or NumPy integer (not a bool, not a float).
+
+    >>> import numpy as np
+    >>> as_int(np.int64(4), "size")
+    4
+    """
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ShardvizError(f"{what} must be an integer, got {type(value).__name__} {value!r:.40}.")
+    return int(value)
+
+
+def check_axis_name(name, where: str = "Mesh axis name") -> str:
+    """Refuse axis names XLA cannot take, naming the axis and what is allowed.
+
+    >>> check_axis_name("model")
+    'model'
+    """
+    if not isinstance(name, str) or not name:
+        raise ShardvizError(
+            f"{where} {name!r} must be a non-empty string.",
+            hint="Use names such as 'batch', 'model' or 'data'.",
+        )
+    if not AXIS_NAME.fullmatch(name):
+        bad = next((c for c in name if not re.fullmatch(r"[A-Za-z0-9_.\-]", c)), name[0])
+        raise ShardvizError(
+            f"{where} {name!r} has the character {bad!r}, which shardviz refuses: XLA aborts "
+            "the whole process on a non-ASCII or backslash character in an axis name, and "
+            "cannot write others back readably.",
+            hint="Use ASCII letters, digits, '_', '-' and '.', starting with a letter or '_' "
+            "(e.g. 'model', 'data_1').",
+        )
+    return name
+
+
 def _normalize_mesh(mesh) -> tuple[tuple[str, int], ...]:
     if isinstance(mesh, Mapping):
         items = list(mesh.items())
+    elif isinstance(mesh, (str, bytes, set, frozenset)):
+        raise ShardvizError(
+            f"The mesh must be a mapping of axis name to size, got {mesh!r:.80}.",
+            hint="Write e.g. {'batch': 2, 'model': 4}.",
+        )
     else:
         try:
             items = [tuple(item) for item in mesh]
         except TypeError:
             raise ShardvizError(
-                f"The mesh must be a mapping of axis name to size, got {mesh!r}.",
+                f"The mesh must be a mapping of axis name to size, got {mesh!r:.80}.",
                 hint="Write e.g. {'batch': 2, 'model': 4}.",
             ) from None
     if not items:
@@ -121,24 +184,26 @@ def _normalize_mesh(mesh) -> tuple[tuple[str, int], ...]:
     out = []
     for item in items:
         if len(item) != 2:
-            raise ShardvizError(f"Mesh entry {item!r} is not a (name, size) pair.")
+            raise ShardvizError(f"Mesh entry {item!r:.80} is not a (name, size) pair.")
         name, size = item
-        if not isinstance(name, str) or not name or "/" in name:
-            raise ShardvizError(
-                f"Mesh axis name {name!r} must be a non-empty string without '/'.",
-                hint="Use names such as 'batch', 'model' or 'data'.",
-            )
+        check_axis_name(name)
         if name in seen:
             raise ShardvizError(
                 f"Mesh axis {name!r} appears twice.", hint="Give every axis a distinct name."
             )
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        try:
+            size = as_int(size, f"The size of mesh axis {name!r}")
+        except ShardvizError as e:
+            raise ShardvizError(e.message + " Sizes must be integers.",
+                                hint=f"Set e.g. {{{name!r}: 2}}.") from None
+        if size < 1 or size > MAX_AXIS_SIZE:
             raise ShardvizError(
-                f"Mesh axis {name!r} has size {size!r}; sizes must be integers >= 1.",
+                f"Mesh axis {name!r} has size {size}; sizes must be from 1 to {MAX_AXIS_SIZE:,} "
+                "(JAX holds axis sizes as 32-bit integers).",
                 hint=f"Set e.g. {{{name!r}: 2}}.",
             )
         seen.add(name)
-        out.append((name, int(size)))
+        out.append((name, size))
     return tuple(out)
 
 
@@ -147,12 +212,21 @@ def _normalize_rules(rules) -> tuple[Rule, ...]:
         return ()
     if isinstance(rules, Mapping):
         items = list(rules.items())
-    elif isinstance(rules, str):
+    elif isinstance(rules, (str, bytes, set, frozenset)):
         raise ShardvizError(
-            f"Rules must be a mapping or a list of (key, axes) pairs, got the string {rules!r}."
+            f"Rules must be a mapping or a list of (key, axes) pairs, in order; got "
+            f"{type(rules).__name__} {rules!r:.80}.",
+            hint="Write e.g. {'.*dense.*kernel': (None, 'model')}.",
         )
     else:
-        items = list(rules)
+        try:
+            items = list(rules)
+        except TypeError:
+            raise ShardvizError(
+                f"Rules must be a mapping or a list of (key, axes) pairs, got "
+                f"{type(rules).__name__} {rules!r:.80}.",
+                hint="Write e.g. {'.*dense.*kernel': (None, 'model')}.",
+            ) from None
     out = []
     for item in items:
         if isinstance(item, Rule):
@@ -192,6 +266,8 @@ class Plan:
         rules = _normalize_rules(rules)
         if batch_axis is None:
             batch_axis = mesh[0][0]
+        if isinstance(batch_axis, str) and batch_axis:
+            check_axis_name(batch_axis, "The batch axis")
         if not isinstance(batch_axis, str) or not batch_axis:
             raise ShardvizError(f"batch_axis must be a mesh axis name, got {batch_axis!r}.")
         object.__setattr__(self, "mesh", mesh)
@@ -285,7 +361,8 @@ class Plan:
         return self._replace(mesh=mesh, batch_axis=batch)
 
     def with_axis(self, name: str, size: int, index: int | None = None) -> Plan:
-        """Resize axis ``name``, or add it (at ``index``, default last).
+        """Resize axis ``name``, or add it (at ``index``, default last; as in
+        ``list.insert``, a negative index counts from the end).
 
         >>> Plan({"batch": 8}).with_axis("model", 2).with_axis("batch", 4).mesh_dict
         {'batch': 4, 'model': 2}
@@ -318,6 +395,7 @@ class Plan:
         (Rule('k', (None, 'tensor')),)
         """
         self.axis_size(old)
+        check_axis_name(new, f"Axis {old!r} cannot be renamed: the new name")
         mesh = [(new if a == old else a, s) for a, s in self.mesh]
         rules = [Rule(r.key, tuple(new if a == old else a for a in r.axes)) for r in self.rules]
         batch = new if self.batch_axis == old else self.batch_axis
@@ -329,14 +407,19 @@ class Plan:
 
     def with_rule(self, key: str, axes, index: int | None = None) -> Plan:
         """Set the axes of rule ``key`` in place, or add it at ``index``
-        (default last)."""
+        (default last). ``index`` works as in ``list.insert``: a negative
+        index counts from the end, so ``-1`` places the rule before the last.
+
+        >>> Plan({"m": 2}, {"a": ("m",), "b": ("m",)}).with_rule("c", ("m",), index=-1).rule_keys
+        ('a', 'c', 'b')
+        """
         rule = Rule(key, axes)
         rules = list(self.rules)
         for i, existing in enumerate(rules):
             if existing.key == key:
                 rules[i] = rule
                 return self._replace(rules=rules)
-        rules.insert(len(rules) if index is None else index, rule)
+        rules.insert(len(rules) if index is None else _index_arg(index), rule)
         return self._replace(rules=rules)
 
     def with_rule_at(self, index: int, key: str | None = None, axes=None) -> Plan:
@@ -359,17 +442,19 @@ class Plan:
         return self._replace(rules=rules)
 
     def with_rule_moved(self, key_or_index, new_index: int) -> Plan:
-        """Move a rule to ``new_index`` (order matters only for display and
-        for Keras's error messages; matching itself is order-free).
+        """Move a rule: take it out, then insert it at ``new_index`` as
+        ``list.insert`` does (a negative index counts from the end of the other
+        rules). Order matters only for display and for Keras's error messages;
+        matching itself is order-free.
 
-        >>> Plan({"m": 2}, {"a": ("m",), "b": ("m",)}).with_rule_moved("b", 0).rule_keys
-        ('b', 'a')
+        >>> plan = Plan({"m": 2}, {"a": ("m",), "b": ("m",), "c": ("m",)})
+        >>> plan.with_rule_moved("c", 0).rule_keys, plan.with_rule_moved("a", -1).rule_keys
+        (('c', 'a', 'b'), ('b', 'a', 'c'))
         """
         index = self._index_of(key_or_index)
         rules = list(self.rules)
         rule = rules.pop(index)
-        new_index = max(0, min(new_index, len(rules)))
-        rules.insert(new_index, rule)
+        rules.insert(_index_arg(new_index), rule)
         return self._replace(rules=rules)
 
     def with_rules(self, rules) -> Plan:
@@ -377,9 +462,10 @@ class Plan:
         return self._replace(rules=_normalize_rules(rules))
 
     def _check_index(self, index):
-        if not isinstance(index, int) or not -len(self.rules) <= index < len(self.rules):
+        if not isinstance(index, int) or isinstance(index, bool) or \
+                not -len(self.rules) <= index < len(self.rules):
             raise ShardvizError(
-                f"There is no rule at position {index!r}; the plan has {len(self.rules)} rule(s)."
+                f"There is no rule at position {index!r}; the plan has {plural(len(self.rules), 'rule')}."
             )
 
     def _index_of(self, key_or_index) -> int:
@@ -444,6 +530,17 @@ class Plan:
         return problems
 
     # ------------------------------------------------------------ conversion
+    def refuse_errors(self) -> None:
+        """Raise :class:`ShardvizError` if Keras would refuse this plan
+        (:meth:`check` finds an error), naming every error."""
+        errors = [p for p in self.check() if p.severity == "error"]
+        if errors:
+            raise ShardvizError(
+                "This plan cannot become a Keras distribution:\n"
+                + "\n".join(f"  - {p.message}" for p in errors),
+                hint=errors[0].hint, rule=errors[0].rule,
+            )
+
     def to_keras(self, devices=None):
         """A ``keras.distribution.ModelParallel`` with this mesh, rules and
         batch axis.
@@ -458,13 +555,7 @@ class Plan:
         """
         from . import _keras
 
-        errors = [p for p in self.check() if p.severity == "error"]
-        if errors:
-            raise ShardvizError(
-                "This plan cannot become a Keras distribution:\n"
-                + "\n".join(f"  - {p.message}" for p in errors),
-                hint=errors[0].hint, rule=errors[0].rule,
-            )
+        self.refuse_errors()
         kd = _keras.keras().distribution
         if devices is None:
             available = kd.list_devices()
@@ -525,31 +616,40 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Plan:
-        """Load a plan written by :meth:`to_dict`. Nothing in it is executed."""
+        """Load a plan written by :meth:`to_dict`. Nothing in it is executed;
+        anything malformed gives a :class:`ShardvizError` saying what and where."""
         if not isinstance(data, Mapping):
             raise ShardvizError(f"A plan must be a JSON object, got {type(data).__name__}.")
         if data.get("format") != SCHEMA:
             raise ShardvizError(
-                f"This is not a shardviz plan: 'format' is {data.get('format')!r}, "
+                f"This is not a shardviz plan: 'format' is {data.get('format')!r:.60}, "
                 f"expected {SCHEMA!r}.",
             )
         version = data.get("version")
-        if version != SCHEMA_VERSION:
-            newer = isinstance(version, int) and version > SCHEMA_VERSION
+        if type(version) is not int or version != SCHEMA_VERSION:
+            newer = type(version) is int and version > SCHEMA_VERSION
             raise ShardvizError(
-                f"Plan schema version {version!r} is not supported (this shardviz reads "
+                f"Plan schema version {version!r:.40} is not supported (this shardviz reads "
                 f"version {SCHEMA_VERSION}).",
                 hint="Upgrade shardviz." if newer else "Re-save the plan with Plan.to_json().",
             )
         unknown = set(data) - {"format", "version", "mesh", "batch_axis", "rules"}
         if unknown:
             raise ShardvizError(
-                f"Unknown plan field(s) {sorted(unknown)}.",
+                f"Unknown plan field(s) {sorted(map(str, unknown))}.",
                 hint="Known fields: format, version, mesh, batch_axis, rules.",
             )
         mesh = data.get("mesh")
         if not isinstance(mesh, Mapping):
             raise ShardvizError("The plan's 'mesh' must be an object of axis name to size.")
+        for name, size in mesh.items():
+            if type(size) is not int:
+                raise ShardvizError(
+                    f"The plan's mesh axis {name!r:.40} has size {size!r:.40}; sizes must be "
+                    "integers.")
+        batch = data.get("batch_axis")
+        if batch is not None and not isinstance(batch, str):
+            raise ShardvizError(f"The plan's 'batch_axis' must be a string, got {batch!r:.40}.")
         rules = data.get("rules", [])
         if not isinstance(rules, list):
             raise ShardvizError("The plan's 'rules' must be a list of {key, axes} objects.")
@@ -558,25 +658,63 @@ class Plan:
             if not isinstance(rule, Mapping) or set(rule) != {"key", "axes"}:
                 raise ShardvizError(
                     f"Rule {i} of the plan must be an object with exactly 'key' and 'axes', "
-                    f"got {rule!r}."
+                    f"got {rule!r:.80}."
                 )
-            if not isinstance(rule["axes"], list):
-                raise ShardvizError(f"Rule {i} ({rule['key']!r}): 'axes' must be a list.")
+            if not isinstance(rule["key"], str):
+                raise ShardvizError(f"Rule {i}: 'key' must be a string, got {rule['key']!r:.40}.")
+            if not isinstance(rule["axes"], list) or not all(
+                    a is None or isinstance(a, str) for a in rule["axes"]):
+                raise ShardvizError(
+                    f"Rule {i} ({rule['key']!r}): 'axes' must be a list of axis names and nulls, "
+                    f"got {rule['axes']!r:.80}.")
             pairs.append((rule["key"], tuple(rule["axes"])))
-        return cls(mesh, pairs, data.get("batch_axis"))
+        return cls(mesh, pairs, batch)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_json(cls, text: str) -> Plan:
-        """Load a plan from JSON text (a file's contents, not its name)."""
+    def from_json(cls, text: str | bytes) -> Plan:
+        """Load a plan from JSON text (a file's contents, not its name).
+
+        Bytes must be UTF-8 (a byte-order mark is allowed); duplicate keys,
+        non-standard numbers and deep nesting are refused.
+        """
+        if isinstance(text, (bytes, bytearray)):
+            try:
+                text = bytes(text).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ShardvizError(
+                    f"The plan is not UTF-8 text (byte {e.start} is {bytes(text)[e.start]:#04x}); "
+                    "is it a JSON file?") from None
+        if not isinstance(text, str):
+            raise ShardvizError(
+                f"Plan.from_json expects the JSON text, got {type(text).__name__}.",
+                hint="Pass the file's contents (open(path).read()), or use Plan.from_dict "
+                "for a dict.")
+        text = text.removeprefix("\ufeff")
+
+        def no_duplicates(pairs):
+            keys = [k for k, _ in pairs]
+            dupes = sorted({k for k in keys if keys.count(k) > 1})
+            if dupes:
+                raise ShardvizError(f"The plan repeats the key {dupes[0]!r} in one object.",
+                                    hint="Keep one entry per key.")
+            return dict(pairs)
+
+        def no_constant(name):
+            raise ShardvizError(f"The plan holds {name}, which is not valid JSON.")
+
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant)
         except json.JSONDecodeError as e:
             raise ShardvizError(
                 f"The plan is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}."
             ) from None
+        except RecursionError:
+            raise ShardvizError("The plan is nested too deeply to be a shardviz plan.") from None
+        except ValueError as e:  # e.g. an integer too long to convert
+            raise ShardvizError(f"The plan is not a valid shardviz plan: {e}.") from None
         return cls.from_dict(data)
 
     def to_python(self, devices_expr: str | None = None) -> str:
@@ -598,6 +736,7 @@ class Plan:
             layout_map=layout_map, batch_dim_name='batch'
         )
         """
+        self.refuse_errors()
         devices_expr = devices_expr or f"keras.distribution.list_devices()[:{self.mesh_size}]"
         lines = [
             "import keras",
@@ -623,17 +762,12 @@ class Plan:
         return f"Plan(mesh={dict(self.mesh)!r}, rules={rules}, batch_axis={self.batch_axis!r})"
 
 
-def regex_error(pattern: str) -> str | None:
-    """The reason ``pattern`` is not a valid regex, or None.
+def _index_arg(index) -> int:
+    import numbers
 
-    >>> regex_error("dense/(kernel")
-    'missing ), unterminated subpattern at position 6'
-    """
-    try:
-        re.compile(pattern)
-    except re.error as e:
-        return str(e)
-    return None
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+        raise ShardvizError(f"A rule position must be an integer, got {index!r:.40}.")
+    return int(index)
 
 
 def as_plan(obj) -> Plan:

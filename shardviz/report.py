@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import SEVERITIES, Problem, ShardvizError
+from .format import plural
 from .geometry import MeshModel, TensorGeometry
 from .layouts import OutputLayout, VariableLayout
 from .plan import Plan
@@ -108,21 +109,17 @@ class Report:
         """The :class:`~shardviz.trace.Trace` of the forward pass, or None."""
         self.trace_error = trace_error
         """Why the forward pass could not run (a ShardvizError), or None."""
-        self._by_path = {vl.info.path: vl for vl in variable_layouts}
+
+    @functools.cached_property
+    def _by_path(self) -> dict[str, VariableLayout]:
+        return {vl.info.path: vl for vl in self.variable_layouts}
 
     # ------------------------------------------------------------ frames
     @functools.cached_property
     def variables(self) -> pd.DataFrame:
         rules = self.plan.rules
         layouts = self.variable_layouts
-        static = self.scan._memo.get("variable_columns")
-        if static is None:  # the plan-independent columns, made once per scan
-            infos = self.scan.variables
-            static = self.scan._memo["variable_columns"] = {
-                "path": [i.path for i in infos], "layer": [i.layer for i in infos],
-                "shape": [i.shape for i in infos], "dtype": [i.dtype for i in infos],
-                "params": [i.size for i in infos], "trainable": [i.trainable for i in infos],
-            }
+        static = self.scan.variable_columns
         ok = [vl.error is None for vl in layouts]
         geoms = [vl.geometry for vl in layouts]
         cols = dict(static)
@@ -298,6 +295,13 @@ class Report:
         """True when Keras would accept the plan for this model."""
         return not self.errors
 
+    def replicated_large(self, threshold: int) -> list[Problem]:
+        """``replicated-large`` problems at another threshold (bytes) than the
+        one the report was made with."""
+        from .checks import replicated_large
+
+        return replicated_large(self.variable_layouts, self.plan, self.mesh, threshold)
+
     def problems_of(self, kind: str) -> list[Problem]:
         return [p for p in self.problem_list if p.kind == kind]
 
@@ -309,6 +313,7 @@ class Report:
     def variable(self, path: str) -> VariableLayout:
         """The layout of the variable at ``path``; a missing path gives an
         error that suggests the nearest paths."""
+        self._check_path(path)
         try:
             return self._by_path[path]
         except KeyError:
@@ -317,14 +322,27 @@ class Report:
     def activation(self, path: str, index: int = 0, call: int = 0):
         """The traced layer output at ``path`` (an ``.../output`` path):
         output ``index`` of call ``call`` of the layer."""
-        for a in (self.trace.activations if self.trace else []):
-            if a.path == path and a.index == index and a.call == call:
+        self._check_path(path)
+        mine = [a for a in (self.trace.activations if self.trace else []) if a.path == path]
+        for a in mine:
+            if a.index == index and a.call == call:
                 return a
+        if mine:
+            have = sorted({(a.call, a.index) for a in mine})
+            raise ShardvizError(
+                f"Layer output {path!r} has no output {index!r} in call {call!r}.",
+                hint="It has " + ", ".join(f"call={c}, index={i}" for c, i in have) + ".",
+                path=path)
         raise self._unknown_path(path)
+
+    def _check_path(self, path) -> None:
+        if not isinstance(path, str):
+            raise self._unknown_path(path)
 
     def geometry(self, path: str, index: int = 0, call: int = 0) -> TensorGeometry:
         """The shards of the variable at ``path``, or of a traced layer
         output (as XLA laid it out)."""
+        self._check_path(path)
         if path in self._by_path:
             return self._by_path[path].geometry
         a = self.activation(path, index, call)
@@ -359,6 +377,7 @@ class Report:
     def indices(self, path: str, index: int = 0, call: int = 0) -> dict:
         """Device id to the index ranges it holds, for a variable or a traced
         layer output (from JAX's ``devices_indices_map``)."""
+        self._check_path(path)
         if path in self._by_path:
             return self._by_path[path].geometry.indices()
         a = self.activation(path, index, call)
@@ -387,6 +406,7 @@ class Report:
         Returns a matplotlib Figure."""
         from .render.mpl import tensor_figure
 
+        self._check_path(path)
         if path in self._by_path:
             vl = self._by_path[path]
             shape, dtype, spec = vl.info.shape, vl.info.dtype, vl.geometry.spec
@@ -404,6 +424,7 @@ class Report:
         ``path``: JAX's own drawing, for 1-D and 2-D tensors."""
         from .render.text import jax_text
 
+        self._check_path(path)
         if path in self._by_path:
             g = self._by_path[path].geometry
             shape, sharding = g.shape, g.sharding
@@ -451,12 +472,19 @@ class Report:
         """Why ``path`` has the layout it has, in a sentence or two."""
         from .explain import explain_path
 
+        self._check_path(path)
         return explain_path(self, path)
 
     def _unknown_path(self, path: str) -> ShardvizError:
+        if not isinstance(path, str):
+            return ShardvizError(
+                f"A path must be a string, got {type(path).__name__} {path!r:.60}.",
+                hint="Pass a variable path such as 'dense/kernel' or a layer output path such "
+                "as 'dense/output'; report.variables and report.activations list them.")
         known = self.paths + [ol.info.path for ol in self.output_layouts]
         if self.trace is not None:
             known += [a.path for a in self.trace.activations]
+        known = list(dict.fromkeys(known))
         close = difflib.get_close_matches(path, known, n=3, cutoff=0.4)
         hint = f"Did you mean {close}?" if close else "See report.variables for every path."
         return ShardvizError(f"No variable or output path {path!r} in this report.",
@@ -505,7 +533,8 @@ class Report:
     def __repr__(self) -> str:
         s = self.summary()
         return (
-            f"<Report {s['model']!r} on {s['mesh']}: {s['variables']} variables "
+            f"<Report {s['model']!r} on {s['mesh']}: {plural(s['variables'], 'variable')} "
             f"({s['sharded']} sharded, {s['replicated']} replicated, {s['failing']} failing), "
-            f"{s['problems']['error']} errors, {s['problems']['warning']} warnings>"
+            f"{plural(s['problems']['error'], 'error')}, "
+            f"{plural(s['problems']['warning'], 'warning')}>"
         )

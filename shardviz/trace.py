@@ -18,16 +18,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 import time
 
 import numpy as np
 
 from . import _keras, hlo
-from ._adapters.jax import watch_sharding
+from ._adapters.jax import capturing_shardings, watch_sharding
 from .errors import ShardvizError
 from .geometry import (MeshModel, SubAxis, entry_size, geometry_of, itemsize, spec_from_hlo,
                        spec_from_sharding)
-from .inputs import check_against_model, input_arrays, model_input_specs, normalize_inputs
+from .inputs import (call_args, check_against_model, input_arrays, model_input_specs,
+                     normalize_inputs)
 from .match import RuleMatcher
 
 
@@ -274,7 +276,9 @@ class _Recorder:
     """Watches layer outputs inside the trace: one record per output of
     every call of every layer, in call order."""
 
-    def __init__(self, key_of=None, inspect: bool = True, mesh: MeshModel | None = None):
+    def __init__(self, key_of=None, inspect: bool = True, mesh: MeshModel | None = None,
+                 model=None):
+        self.model = model
         self.inspect = inspect
         """False to only apply the layouts (the activations come from the
         forward pass; the train step need not watch them again)."""
@@ -472,6 +476,13 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
 
     model = scan.model
     name = getattr(model, "name", type(model).__name__)
+    if mesh.abstract and jax.device_count() >= plan.mesh_size:
+        raise ShardvizError(
+            f"The mesh {plan.mesh_dict} was made abstract (abstract_mesh=True), and nothing "
+            "compiles on an abstract mesh, so the forward pass was not run.",
+            hint="Leave abstract_mesh unset (or False) to run the forward pass on the "
+            f"{jax.device_count()} devices here.",
+        )
     if mesh.abstract:
         raise ShardvizError(
             f"The plan's mesh {plan.mesh_dict} needs {plan.mesh_size} devices, but only "
@@ -519,11 +530,11 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         x = input_specs
     seconds["place"] = time.perf_counter() - t
 
-    recorder = _Recorder(_keras.layout_keys(dist), mesh=mesh)
+    recorder = _Recorder(_keras.layout_keys(dist), mesh=mesh, model=model)
 
     def forward(tv, ntv, x):
         with _keras.deferred_variables(), _keras.observing_outputs(recorder.on_output, base=dist):
-            outputs, _ = model.stateless_call(tv, ntv, x)
+            outputs, _ = model.stateless_call(tv, ntv, *call_args(model, x))
         recorder.mark_outputs(outputs)
         return outputs
 
@@ -554,10 +565,14 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
     return result
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
 def _short_message(e: Exception) -> str:
-    """The gist of an exception: Keras wraps layer errors as "Exception
-    encountered when calling X.call(). <message> Arguments received ..."."""
-    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    """The gist of an exception, without terminal colour codes: Keras wraps
+    layer errors as "Exception encountered when calling X.call(). <message>
+    Arguments received ..."."""
+    lines = [line.strip() for line in _ANSI.sub("", str(e)).splitlines() if line.strip()]
     kept = []
     for line in lines:
         if line.startswith("Arguments received"):
@@ -588,22 +603,30 @@ def _compile(fn, args, name, recorder, seconds, what, progress=None):
     t = time.perf_counter()
     try:
         progress("tracing")
-        lowered = jax.jit(fn).lower(*args)
+        with _keras.full_tracebacks():
+            lowered = jax.jit(fn).lower(*args)
         seconds[f"{what}_trace"] = time.perf_counter() - t
         t = time.perf_counter()
         progress("compiling")
-        compiled = lowered.compile()
+        with capturing_shardings():
+            compiled = lowered.compile()
         seconds[f"{what}_compile"] = time.perf_counter() - t
     except ShardvizError:
         raise
     except Exception as e:
-        after = f" after layer {recorder.last_layer!r}" if recorder.last_layer else ""
+        raised = _keras.raising_layer(e)
+        if raised is not None and raised is not recorder.model:
+            layer = raised.name
+            where = f" in layer {layer!r} ({type(raised).__name__})"
+        else:
+            layer = recorder.last_layer
+            where = f" after layer {layer!r}" if layer else ""
         first = _short_message(e)
         raise ShardvizError(
-            f"The {what} pass of model {name!r} failed{after}: {type(e).__name__}: {first}",
+            f"The {what} pass of model {name!r} failed{where}: {type(e).__name__}: {first}",
             hint="Check the input shapes and dtypes against the model, and the /output rules "
             "of the layer named in the message.",
-            layer=recorder.last_layer,
+            layer=layer,
         ) from e
     return compiled
 
@@ -631,12 +654,12 @@ def _add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, op
               for v, s in zip(optimizer.variables, opt_shardings)]
     else:
         ov = [_initial_value(v, s) for v, s in zip(optimizer.variables, opt_shardings)]
-    recorder = _Recorder(_keras.layout_keys(dist), inspect=False)
+    recorder = _Recorder(_keras.layout_keys(dist), inspect=False, model=model)
 
     def step(tv, ntv, ov, x):
         def loss_fn(tv):
             with _keras.observing_outputs(recorder.on_output, base=dist):
-                y, new_ntv = model.stateless_call(tv, ntv, x, training=True)
+                y, new_ntv = model.stateless_call(tv, ntv, *call_args(model, x), training=True)
             leaves = jax.tree_util.tree_leaves(y)
             loss = sum(jnp.mean(jnp.square(leaf.astype("float32"))) for leaf in leaves)
             return loss, new_ntv

@@ -51,7 +51,7 @@ def test_simulate_devices_in_a_fresh_process():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "4"
-    assert lines[1].startswith("refused: JAX has already started with 4 device(s)")
+    assert lines[1].startswith("refused: JAX has already started with 4 devices")
 
 
 def test_wrong_keras_backend_is_explained():

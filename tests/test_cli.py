@@ -150,4 +150,8 @@ def test_a_severity_guard_fails_on_every_problem_at_least_that_severe():
     kinds = lambda lines: sorted(line.split()[1] for line in lines)  # noqa: E731
     assert kinds(cli.guard_failures(report, {"error"}, None)) == ["rank-mismatch"]
     assert kinds(cli.guard_failures(report, {"warning"}, None)) == ["rank-mismatch", "unused-rule"]
-    assert kinds(cli.guard_failures(report, {"unused-rule"}, None)) == ["unused-rule"]
+    # An error always fails the run; other kinds only when asked; never: nothing.
+    assert kinds(cli.guard_failures(report, {"unused-rule"}, None)) == ["rank-mismatch",
+                                                                         "unused-rule"]
+    assert kinds(cli.guard_failures(report, set(), None)) == ["rank-mismatch"]
+    assert cli.guard_failures(report, {"never"}, None) == []

@@ -175,10 +175,13 @@ def test_invalid_json_gives_clear_errors(text, words):
 
 
 def test_loading_never_executes_code():
-    text = json.dumps({"format": "shardviz.plan", "version": 1,
-                       "mesh": {"__import__('os').system('false')": 1}})
-    plan = Plan.from_json(text)  # the string is only a name
-    assert plan.axis_names == ("__import__('os').system('false')",)
+    code = "__import__('os').system('false')"
+    text = json.dumps({"format": "shardviz.plan", "version": 1, "mesh": {"batch": 1},
+                       "rules": [{"key": code, "axes": [None]}]})
+    plan = Plan.from_json(text)  # the string is only a key
+    assert plan.rule_keys == (code,)
+    with pytest.raises(ShardvizError, match="character '\\('"):  # and never an axis name
+        Plan.from_json(text.replace('"batch"', json.dumps(code)))
 
 
 def test_to_python_executes_to_the_same_distribution():

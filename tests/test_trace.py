@@ -256,8 +256,9 @@ def test_a_forward_pass_that_raises_names_the_layer():
     report = shardviz.analyze(_broken_model(), Plan.data_parallel(8), inputs=X8)
     assert report.trace is None
     message = report.trace_error.message
-    assert "always fails" in message and "after layer 'fine'" in message
-    assert report.trace_error.layer == "fine"
+    assert "always fails" in message and "in layer 'broken'" in message
+    assert report.trace_error.layer == "broken"
+    assert report.problems_of("trace-failed")[0].layer == "broken"
     assert len(report.variables) == 2
 
 

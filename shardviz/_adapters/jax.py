@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 import threading
 
+from . import Swap
+
 _state = threading.local()
-_install_lock = threading.Lock()
-_installed = False
 
 
 def backend_started() -> bool:
@@ -30,43 +30,52 @@ def backend_started() -> bool:
     return bool(probe()) if probe is not None else True
 
 
-def _install_unnamed_capture() -> None:
-    """Let ``watch_sharding`` see shardings that no PartitionSpec can name.
+def _named_or_placeholder(original):
+    """A ``parse_flatten_op_sharding`` that keeps the raw HloSharding for
+    shardviz's callbacks, and answers them with a placeholder where JAX
+    would raise; for every other caller it is JAX's own."""
+    from jax.sharding import PartitionSpec
+
+    def parse_flatten_op_sharding(hlo_sharding, mesh):
+        _state.hlo, _state.mesh, _state.unnamed = hlo_sharding, mesh, False
+        try:
+            return original(hlo_sharding, mesh)
+        except Exception:
+            # The caller is JAX's _hlo_sharding_callback; its `callback` is
+            # the function that was passed to inspect_array_sharding.
+            caller = sys._getframe(1).f_locals.get("callback")
+            if not getattr(caller, "_shardviz_watch", False):
+                raise
+            _state.unnamed = True
+            return [PartitionSpec()]
+
+    return parse_flatten_op_sharding
+
+
+def _debugging():
+    from jax._src import debugging
+
+    return debugging
+
+
+_unnamed_swap = Swap(_debugging, "parse_flatten_op_sharding", _named_or_placeholder)
+
+
+def capturing_shardings():
+    """Hold this around the compile of a program that uses
+    :func:`watch_sharding`, so that its callbacks see every sharding.
 
     Reason: ``jax.debug.inspect_array_sharding`` turns XLA's HloSharding into
     a ``NamedSharding`` with ``parse_flatten_op_sharding``, which raises
     ``IndivisibleError`` when XLA splits a value over part of a mesh axis
     (2 key/value heads on a 4-device axis), and the whole compile fails.
-    The wrapper below keeps the raw HloSharding for the callback, and, for
-    shardviz's own callbacks only, answers such a sharding with a
-    placeholder instead of raising; every other caller sees JAX's behaviour
-    unchanged. Waits for a public inspection API that hands over a
-    ``jax.sharding.Sharding`` for every layout XLA can choose.
+    While this is held, that function keeps the raw HloSharding for
+    shardviz's callbacks and answers them with a placeholder instead of
+    raising; every other caller sees JAX's behaviour unchanged. Waits for a
+    public inspection API that hands over a ``jax.sharding.Sharding`` for
+    every layout XLA can choose.
     """
-    global _installed
-    with _install_lock:
-        if _installed:
-            return
-        from jax._src import debugging
-        from jax.sharding import PartitionSpec
-
-        original = debugging.parse_flatten_op_sharding
-
-        def parse_flatten_op_sharding(hlo_sharding, mesh):
-            _state.hlo, _state.mesh, _state.unnamed = hlo_sharding, mesh, False
-            try:
-                return original(hlo_sharding, mesh)
-            except Exception:
-                # The caller is JAX's _hlo_sharding_callback; its `callback`
-                # is the function the user passed to inspect_array_sharding.
-                caller = sys._getframe(1).f_locals.get("callback")
-                if not getattr(caller, "_shardviz_watch", False):
-                    raise
-                _state.unnamed = True
-                return [PartitionSpec()]
-
-        debugging.parse_flatten_op_sharding = parse_flatten_op_sharding
-        _installed = True
+    return _unnamed_swap.held()
 
 
 class _Watch:
@@ -104,11 +113,11 @@ def watch_sharding(x, callback) -> None:
     otherwise a sharding over the mesh's devices that still answers
     ``devices_indices_map`` and ``shard_shape`` (XLA split ``x`` over part
     of a mesh axis). ``hlo_sharding`` is XLA's own description, or None when
-    JAX did not need one (a single device).
+    JAX did not need one (a single device). Compile the program inside
+    :func:`capturing_shardings`.
     """
     import jax
 
-    _install_unnamed_capture()
     jax.debug.inspect_array_sharding(x, callback=_Watch(callback))
 
 
@@ -125,3 +134,42 @@ def indices_on_positions(sharding, shape, size: int) -> list:
 
     hlo = sharding._to_xla_hlo_sharding(len(shape))
     return list(op_shardings.op_sharding_to_indices(hlo, shape, size))
+
+
+_rich_lock = threading.Lock()
+
+
+def visualize_sharding_text(shape, sharding, width: int = 80) -> str:
+    """What ``jax.debug.visualize_sharding`` prints, as plain text.
+
+    Reason: JAX prints through a ``rich.console.Console`` it creates itself,
+    and inside Jupyter such a console displays HTML instead of writing text.
+    For the duration of the call, the Console class JAX looks up is one that
+    writes to a buffer, but only for consoles made in this thread; other
+    threads get rich's own Console, and calls are serialised by a lock. Waits
+    for ``visualize_sharding`` to return its text (or take a console).
+    """
+    import io
+
+    import rich.console
+
+    import jax
+
+    buf = io.StringIO()
+    with _rich_lock:
+        original = rich.console.Console
+        owner = threading.get_ident()
+
+        class _Capturing(original):
+            def __init__(self, *args, **kwargs):
+                if threading.get_ident() == owner:
+                    kwargs.update(file=buf, force_jupyter=False, force_terminal=False)
+                super().__init__(*args, **kwargs)
+
+        rich.console.Console = _Capturing
+        try:
+            jax.debug.visualize_sharding(tuple(shape), sharding, use_color=False,
+                                         max_width=width)
+        finally:
+            rich.console.Console = original
+    return buf.getvalue()

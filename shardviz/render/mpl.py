@@ -370,24 +370,31 @@ def _stacks(report):
     return stacks
 
 
+MAX_MEMORY_BARS = 32
+"""Past this many devices, the memory picture draws one bar for them all
+(under a NamedSharding every device holds one shard of every tensor, so every
+device holds the same bytes)."""
+
+
 def memory_figure(report) -> ShardvizFigure:
     """Bytes per device, stacked: variables, optimizer state, inputs, layer
     outputs (the sum over all layers, an upper bound of what is live) and
     XLA's temporaries."""
     stacks = _stacks(report)
-    devices = sorted(report.mesh.coords)
-    fig = new_figure(min(12, 5.5 + 0.2 * len(devices)), 3.4)
+    devices = sorted(report.mesh.coords) if report.mesh.size <= MAX_MEMORY_BARS else []
+    labels = [str(d) for d in devices] or [f"each of the {report.mesh.size:,} devices"]
+    fig = new_figure(min(12, 5.5 + 0.2 * len(labels)), 3.4)
     ax = fig.add_axes((0.1, 0.16, 0.58, 0.62))
     scale, unit = _unit(sum(stacks.values()))
-    bottom = [0.0] * len(devices)
+    bottom = [0.0] * len(labels)
     for name, value in stacks.items():
-        ax.bar(range(len(devices)), [value / scale] * len(devices), bottom=bottom,
-               color=STACK_COLOURS[name], label=f"{name}: {human_bytes(value)}", width=0.8)
+        ax.bar(range(len(labels)), [value / scale] * len(labels), bottom=bottom,
+               color=STACK_COLOURS[name], label=f"{name}: {human_bytes(value)}",
+               width=0.8 if devices else 0.5)
         bottom = [b + value / scale for b in bottom]
-    step = max(1, len(devices) // 32)
-    ax.set_xticks(range(0, len(devices), step))
-    ax.set_xticklabels([str(d) for d in devices[::step]], fontsize=7)
-    ax.set_xlabel("device", fontsize=8)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_xlabel("device" if devices else "", fontsize=8)
     ax.set_ylabel(f"{unit} per device", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)

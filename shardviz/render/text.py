@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import io
 
-from ..checks import human_bytes
-from ..geometry import format_spec
+from ..format import format_spec, human_bytes, plural
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 STATUS_STYLE = {"sharded": "green", "replicated": "", "error": "bold red"}
@@ -24,14 +23,15 @@ def summary_line(report) -> str:
     p = s["problems"]
     traced = ""
     if s["traced"]:
-        traced = (f"; {s['traced']} forward pass: {s['collectives']} collectives, "
+        traced = (f"; {s['traced']} forward pass: {plural(s['collectives'], 'collective')}, "
                   f"{human_bytes(s['collective_bytes'])} per device")
     return (
-        f"{s['model']}: {s['variables']} variables, {s['params']:,} params "
+        f"{s['model']}: {plural(s['variables'], 'variable')}, {plural(s['params'], 'param')} "
         f"({human_bytes(s['variable_bytes'])}) on mesh {mesh}{abstract}; "
         f"{s['sharded']} sharded, {s['replicated']} replicated, {s['failing']} failing; "
         f"{human_bytes(s['variable_bytes_per_device'])} of variables per device; "
-        f"{p['error']} errors, {p['warning']} warnings, {p['info']} notes{traced}"
+        f"{plural(p['error'], 'error')}, {plural(p['warning'], 'warning')}, "
+        f"{plural(p['info'], 'note')}{traced}"
     )
 
 
@@ -156,28 +156,7 @@ def report_text(report, width: int = 120, max_rows: int | None = 40) -> str:
 
 def jax_text(shape, sharding, *, width: int = 80) -> str:
     """What ``jax.debug.visualize_sharding`` prints for a 1-D or 2-D tensor,
-    as plain text.
+    as plain text (never written to the notebook)."""
+    from .._adapters.jax import visualize_sharding_text
 
-    JAX prints through a ``rich`` Console it creates itself; inside Jupyter
-    such a console displays HTML instead of writing to stdout. So for the
-    duration of the call the Console class JAX looks up is one that writes to
-    a buffer, never to the notebook.
-    """
-    import rich.console
-
-    import jax
-
-    buf = io.StringIO()
-    original = rich.console.Console
-
-    class _Capturing(original):
-        def __init__(self, *args, **kwargs):
-            kwargs.update(file=buf, force_jupyter=False, force_terminal=False)
-            super().__init__(*args, **kwargs)
-
-    rich.console.Console = _Capturing
-    try:
-        jax.debug.visualize_sharding(tuple(shape), sharding, use_color=False, max_width=width)
-    finally:
-        rich.console.Console = original
-    return buf.getvalue()
+    return visualize_sharding_text(shape, sharding, width)

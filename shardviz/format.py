@@ -1,0 +1,45 @@
+"""How shardviz writes numbers, specs and counts in messages and tables.
+
+These are used both by the checks (whose messages name byte counts) and by
+every renderer, so they sit below both.
+
+>>> human_bytes(1536), format_spec((None, "model")), plural(1, "warning"), plural(3, "warning")
+('1.5 KiB', "P(None, 'model')", '1 warning', '3 warnings')
+"""
+
+from __future__ import annotations
+
+
+def human_bytes(n: float) -> str:
+    """``1536`` as ``'1.5 KiB'``.
+
+    >>> human_bytes(3 * 2**30)
+    '3.0 GiB'
+    """
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def format_spec(spec) -> str:
+    """``(None, 'model')`` as ``P(None, 'model')``; fully replicated as ``P()``.
+
+    >>> format_spec((None, "model")), format_spec((None, None))
+    ("P(None, 'model')", 'P()')
+    """
+    if spec is None:
+        return "—"
+    if all(a is None for a in spec):
+        return "P()"
+    return "P(" + ", ".join(repr(a) for a in spec) + ")"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``n`` and the word, in the singular for 1.
+
+    >>> plural(1, "collective"), plural(0, "collective"), plural(2, "axis", "axes")
+    ('1 collective', '0 collectives', '2 axes')
+    """
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"
