@@ -635,9 +635,8 @@ def _fresh_optimizer(optimizer):
     """An unbuilt copy of ``optimizer``: shardviz builds it on the model's
     deferred variables, and must neither add slots to the user's optimizer
     nor build one twice (a compiled model's optimizer may be built)."""
-    keras = _keras.keras()
     with _keras.deferred_variables():
-        return keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+        return type(optimizer).from_config(optimizer.get_config())
 
 
 def _add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, optimizer, name,
