@@ -33,8 +33,9 @@ _LAZY = {
     "scan": ("shardviz.model_scan", "scan"),
     "Scan": ("shardviz.model_scan", "Scan"),
     "Report": ("shardviz.report", "Report"),
-    "show_sharding": ("shardviz.pictures", "show_sharding"),
-    "compare": ("shardviz.pictures", "compare"),
+    "show_sharding": ("shardviz.render.pictures", "show_sharding"),
+    "compare": ("shardviz.render.pictures", "compare"),
+    "compare_table": ("shardviz.render.pictures", "compare_table"),
     "Explorer": ("shardviz.widgets.explorer", "Explorer"),
     "examples": ("shardviz.examples", None),
 }

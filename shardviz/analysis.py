@@ -108,6 +108,7 @@ def analyze(model_or_builder, plan, inputs=None, *, mode: str | None = None,
             ))
         else:
             problems += checks.activation_problems(plan, traced)
+            problems += traced.problems
     return Report(
         plan=plan, scan=scan, mesh=mesh, variable_layouts=var_layouts,
         output_layouts=out_layouts, problems=problems, rule_usage=usage,

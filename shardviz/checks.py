@@ -7,7 +7,7 @@ Checks only read the scan, the plan and the computed layouts.
 from __future__ import annotations
 
 from .errors import Problem
-from .format import format_spec, human_bytes, plural  # noqa: F401  (human_bytes: re-export)
+from .format import format_spec, human_bytes, plural
 from .geometry import MeshModel
 from .layouts import OutputLayout, VariableLayout
 from .match import rule_usage

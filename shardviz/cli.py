@@ -278,7 +278,7 @@ def check_outputs(args) -> None:
 
 
 def write_outputs(report, args, title):
-    from .export import report_html_file, report_to_json
+    from .render.export import report_html_file, report_to_json
 
     if args.html:
         with open(args.html, "w", encoding="utf-8") as f:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import functools
 
-from . import _keras
+from ._adapters import keras as keras_adapter
 from .plan import Plan
 
 
 def mlp(d_model: int = 16, hidden: int = 64, name: str = "mlp"):
     """A functional two-layer MLP, ``up`` then ``down``: the Megatron pair."""
-    keras = _keras.keras()
+    keras = keras_adapter.keras()
     x = keras.Input((d_model,), name="x")
     h = keras.layers.Dense(hidden, activation="relu", name="up")(x)
     y = keras.layers.Dense(d_model, name="down")(h)
@@ -41,7 +41,7 @@ def megatron_plan(batch: int = 2, model: int = 4) -> Plan:
 
 def sequential_mlp(d_model: int = 16, hidden: int = 64, name: str = "sequential"):
     """The MLP as a Sequential model: its paths carry the model's name."""
-    keras = _keras.keras()
+    keras = keras_adapter.keras()
     return keras.Sequential([
         keras.Input((d_model,)),
         keras.layers.Dense(hidden, activation="relu", name="d1"),
@@ -51,7 +51,7 @@ def sequential_mlp(d_model: int = 16, hidden: int = 64, name: str = "sequential"
 
 @functools.cache
 def _subclassed_classes():
-    keras = _keras.keras()
+    keras = keras_adapter.keras()
 
     class MLPBlock(keras.layers.Layer):
         """A residual MLP block with its own sublayers."""
@@ -82,7 +82,7 @@ def _subclassed_classes():
 def subclassed_stack(d_model: int = 16, hidden: int = 64, depth: int = 2,
                      name: str = "my_model", batch: int = 2):
     """A subclassed model of residual MLP blocks, built by one call."""
-    keras = _keras.keras()
+    keras = keras_adapter.keras()
     _, BlockStack = _subclassed_classes()
     model = BlockStack(d_model, hidden, depth, name=name)
     model(keras.ops.zeros((batch, d_model)))
@@ -91,7 +91,7 @@ def subclassed_stack(d_model: int = 16, hidden: int = 64, depth: int = 2,
 
 def nested(d_model: int = 16, hidden: int = 64):
     """A functional model that calls a functional MLP as a layer."""
-    keras = _keras.keras()
+    keras = keras_adapter.keras()
     inner = mlp(d_model, hidden, name="inner")
     x = keras.Input((d_model,), name="x")
     y = keras.layers.Dense(4, name="head")(inner(x))
@@ -101,7 +101,7 @@ def nested(d_model: int = 16, hidden: int = 64):
 def transformer_block(seq: int = 16, d_model: int = 64, heads: int = 8, ff: int = 256,
                       name: str = "transformer"):
     """One pre-norm transformer block: LayerNorm, MultiHeadAttention, MLP."""
-    keras = _keras.keras()
+    keras = keras_adapter.keras()
     x = keras.Input((seq, d_model), name="x")
     h = keras.layers.LayerNormalization(name="ln1")(x)
     h = keras.layers.MultiHeadAttention(heads, d_model // heads, name="attn")(h, h)
@@ -139,7 +139,7 @@ def llama(n_blocks: int = 2, d_model: int = 256, ff: int = 512, heads: int = 8,
     softmax attention over grouped key/value heads, without masking or
     rotary embeddings, which hold no variables.
     """
-    keras = _keras.keras()
+    keras = keras_adapter.keras()
     L = keras.layers
     head_dim = d_model // heads
     tokens = keras.Input((None,), dtype="int32", name="tokens")
@@ -165,7 +165,7 @@ def llama(n_blocks: int = 2, d_model: int = 256, ff: int = 512, heads: int = 8,
 
 
 def _grouped_attention(q, k, v, group: int):
-    ops = _keras.keras().ops
+    ops = keras_adapter.keras().ops
     k = ops.repeat(k, group, axis=2)
     v = ops.repeat(v, group, axis=2)
     scale = 1.0 / float(q.shape[-1]) ** 0.5

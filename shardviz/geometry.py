@@ -26,15 +26,16 @@ import math
 
 import numpy as np
 
-from .format import format_spec  # noqa: F401  (a re-export)
+from .errors import ShardvizError
 
 
-class GeometryError(Exception):
-    """A layout that cannot be applied to a tensor; ``kind`` is a problem kind."""
+class GeometryError(ShardvizError):
+    """A layout that cannot be applied to a tensor; ``kind`` is a problem kind
+    (``"indivisible"``, ``"unknown-axis"``, ...)."""
 
     def __init__(self, kind: str, message: str, hint: str = "", **details):
-        super().__init__(message)
-        self.kind, self.message, self.hint, self.details = kind, message, hint, details
+        super().__init__(message, hint=hint)
+        self.kind, self.details = kind, details
 
 
 @functools.lru_cache(maxsize=256)
@@ -86,9 +87,9 @@ class MeshModel:
                     self.shape, self.axis_names, axis_types=(AxisType.Auto,) * len(self.shape)
                 )
             else:
-                from . import _keras
+                from ._adapters import keras as keras_adapter
 
-                self._jax_mesh = _keras.device_mesh(self.shape, self.axis_names).backend_mesh
+                self._jax_mesh = keras_adapter.device_mesh(self.shape, self.axis_names).backend_mesh
         return self._jax_mesh
 
     @functools.cached_property

@@ -89,7 +89,7 @@ def model_input_specs(model):
         return [(tuple(t.shape), str(t.dtype)) for t in inputs]
     if call_arity(model) > 1:
         return None  # Keras remembers the shape of the first argument only
-    from ._keras import build_shapes
+    from ._adapters.keras import build_shapes
 
     shapes = build_shapes(model)
     if len(shapes) == 1:

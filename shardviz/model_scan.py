@@ -34,12 +34,25 @@ import functools
 import math
 import time
 
-from . import _keras
+from ._adapters import keras as keras_adapter
 from .format import plural
 from .match import PathIndex, RuleMatcher
 from .errors import ShardvizError
 from .inputs import (call_args, check_against_model, model_input_specs, normalize_inputs,
                      placeholder_inputs)
+
+
+OUTPUT_SUFFIX = "/output"
+
+
+def layer_path(output_path: str) -> str:
+    """The layer path of an output path.
+
+    >>> layer_path("block_0/mlp/output")
+    'block_0/mlp'
+    """
+    return output_path[: -len(OUTPUT_SUFFIX)] if output_path.endswith(OUTPUT_SUFFIX) \
+        else output_path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +105,8 @@ class OutputInfo:
 
     @property
     def layer_path(self) -> str:
-        return self.path[: -len("/output")]
+        """The path of the layer, without ``/output``."""
+        return layer_path(self.path)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -176,18 +190,16 @@ class Scan:
 
 
 def model_kind(model) -> str:
-    k = _keras.keras()
+    k = keras_adapter.keras()
     if isinstance(model, k.Sequential):
         return "sequential"
-    from keras.src.models.functional import Functional
-
-    if isinstance(model, Functional):
+    if keras_adapter.is_functional(model):
         return "functional"
     return "subclassed"
 
 
 def _is_layer(obj) -> bool:
-    return isinstance(obj, _keras.keras().layers.Layer)
+    return isinstance(obj, keras_adapter.keras().layers.Layer)
 
 
 def build_model(builder):
@@ -196,11 +208,11 @@ def build_model(builder):
     seen = []
 
     def on_output(path, layer, outputs, layout, apply, error):
-        seen.append((path, layer, _shapes(outputs), _keras.is_symbolic_structure(outputs)))
+        seen.append((path, layer, _shapes(outputs), keras_adapter.is_symbolic_structure(outputs)))
         return outputs
 
     name = getattr(builder, "__name__", repr(builder))
-    with _keras.deferred_variables(), _keras.observing_outputs(on_output):
+    with keras_adapter.deferred_variables(), keras_adapter.observing_outputs(on_output):
         try:
             model = builder()
         except ShardvizError:
@@ -277,7 +289,7 @@ def forward_lookups(model, input_specs):
     ]
 
     def forward(tv, ntv, x):
-        with _keras.deferred_variables(), _keras.observing_outputs(on_output):
+        with keras_adapter.deferred_variables(), keras_adapter.observing_outputs(on_output):
             outputs, _ = model.stateless_call(tv, ntv, *call_args(model, x))
         return outputs
 
@@ -323,17 +335,14 @@ def scan(model_or_builder, inputs=None) -> Scan:
             "that returns a built model.",
         )
 
-    variables, seen = [], set()
-    for v in model.variables:
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
+    variables = []
+    for v in keras_adapter.unique_variables(model):
         variables.append(VariableInfo(
             path=v.path,
             shape=tuple(int(d) for d in v.shape),
             dtype=str(v.dtype),
             trainable=bool(v.trainable),
-            own_axes=_keras.variable_own_layout(v),
+            own_axes=keras_adapter.variable_own_layout(v),
         ))
     pinned = [v for v in variables if v.own_axes is not None]
     if pinned and not built_by_shardviz:

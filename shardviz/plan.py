@@ -553,10 +553,10 @@ class Plan:
             ShardvizError: if the plan has errors Keras would refuse, or if
                 there are fewer devices than the mesh needs.
         """
-        from . import _keras
+        from ._adapters import keras as keras_adapter
 
         self.refuse_errors()
-        kd = _keras.keras().distribution
+        kd = keras_adapter.keras().distribution
         if devices is None:
             available = kd.list_devices()
             if len(available) < self.mesh_size:
@@ -581,14 +581,14 @@ class Plan:
         ``get_layout_map(device_mesh)``) the batch axis is the mesh's first
         axis, as ``ModelParallel`` would choose.
         """
-        from . import _keras
+        from ._adapters import keras as keras_adapter
 
-        kd = _keras.keras().distribution
+        kd = keras_adapter.keras().distribution
         if isinstance(obj, kd.LayoutMap):
-            mesh, items, batch = obj.device_mesh, _keras.layout_map_items(obj), None
+            mesh, items, batch = obj.device_mesh, keras_adapter.layout_map_items(obj), None
         elif isinstance(obj, kd.ModelParallel):
-            layout_map = _keras.model_parallel_layout_map(obj)
-            mesh, items, batch = obj.device_mesh, _keras.layout_map_items(layout_map), obj.batch_dim_name
+            layout_map = keras_adapter.model_parallel_layout_map(obj)
+            mesh, items, batch = obj.device_mesh, keras_adapter.layout_map_items(layout_map), obj.batch_dim_name
         elif isinstance(obj, kd.DataParallel):
             mesh, items, batch = obj.device_mesh, [], obj.batch_dim_name
         else:

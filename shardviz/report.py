@@ -470,7 +470,7 @@ class Report:
 
     def explain(self, path: str) -> str:
         """Why ``path`` has the layout it has, in a sentence or two."""
-        from .explain import explain_path
+        from .render.explain import explain_path
 
         self._check_path(path)
         return explain_path(self, path)

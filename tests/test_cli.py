@@ -11,7 +11,7 @@ import pytest
 
 import shardviz
 from shardviz import cli, examples
-from shardviz.export import frames_from_json, pictures
+from shardviz.render.export import frames_from_json, pictures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from shardviz import hlo
+from shardviz.trace import hlo
 
 MESH = (("batch", "model"), (2, 4))
 

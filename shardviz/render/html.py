@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import html
 
-from ..checks import human_bytes
-from ..geometry import format_spec
+from ..format import format_spec, human_bytes
 from .text import summary_line
 
 CSS = """

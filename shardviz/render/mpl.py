@@ -20,9 +20,8 @@ from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..checks import human_bytes
 from ..errors import ShardvizError
-from ..geometry import format_spec
+from ..format import format_spec, human_bytes
 from .palette import KIND_COLOURS, STACK_COLOURS, device_style, text_colour
 from .tiles import TileLayout, tile_layout
 
@@ -437,7 +436,7 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
                    for i, a in enumerate(report.mesh.axis_names)}
     by_layer: dict = {}
     unplaced = []
-    layer_rows = {a.path[: -len("/output")]: i for i, a in enumerate(shown)}
+    layer_rows = {a.layer_path: i for i, a in enumerate(shown)}
     for c in report.trace.collectives:
         first = c.layer.split(", ")[0] if c.layer else ""
         row = layer_rows.get(first)

@@ -17,7 +17,7 @@ import json
 
 import pandas as pd
 
-from . import __version__
+from .. import __version__
 
 FRAMES = ("variables", "outputs", "rules", "devices", "problems", "activations", "collectives",
           "memory", "optimizer_variables")
@@ -102,7 +102,7 @@ def pictures(report, max_per_grid: int = 100):
 def report_html_file(report, title: str = "shardviz report") -> str:
     """One HTML file, readable offline: summary, tables, problems and every
     picture as an embedded PNG."""
-    from .render.html import CSS, report_html
+    from .html import CSS, report_html
 
     figures = []
     for name, fig in pictures(report):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ShardvizError
+from ..errors import ShardvizError
 
 
 def _coords(sharding) -> dict | None:
@@ -40,8 +40,8 @@ def show_sharding(x, *, rows: int | None = None, cols: int | None = None, title:
             f"{type(x).__name__}.",
             hint="For a ShapeDtypeStruct pass sharding=NamedSharding(mesh, spec).",
         )
-    from .geometry import spec_from_sharding
-    from .render.mpl import tensor_figure
+    from ..geometry import spec_from_sharding
+    from .mpl import tensor_figure
 
     shape = tuple(int(d) for d in shape)
     indices = {d.id: idx for d, idx in sharding.devices_indices_map(shape).items()}
@@ -52,7 +52,7 @@ def show_sharding(x, *, rows: int | None = None, cols: int | None = None, title:
 
 def compare(a, b, labels=("A", "B")):
     """Two reports side by side: memory per device, collective bytes, problems."""
-    from .render.mpl import compare_figure
+    from .mpl import compare_figure
 
     return compare_figure(a, b, labels)
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 
-from .checks import human_bytes
-from .geometry import format_spec
-from .match import regex_error
+from ..format import format_spec, human_bytes
+from ..match import regex_error
 
 
 def explain_path(report, path: str) -> str:

@@ -1,7 +1,10 @@
-"""The one place shardviz touches Keras.
+"""Keras, as shardviz reaches it: every private Keras API, each with its reason.
 
-Everything Keras-specific that is not public API lives here, with a note on
-why it is needed, so that a change in Keras breaks one file.
+Everything shardviz needs from Keras that no public API gives lives here:
+each function says why it is needed and which public API would replace it,
+so that a change in Keras breaks one file. A few public helpers that every
+layer above needs (importing Keras on the JAX backend, building a
+``DeviceMesh``) sit here too, so that Keras is reached one way.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ import inspect
 import os
 import threading
 
-from ._adapters import Swap
-from .errors import ShardvizError
+from ..errors import ShardvizError
+from . import Swap
 
 
 def keras():
@@ -59,8 +62,92 @@ def layout_map_items(layout_map):
 
 
 def model_parallel_layout_map(distribution):
-    """The LayoutMap of a ModelParallel (Keras keeps it private)."""
+    """The LayoutMap of a ModelParallel.
+
+    Reason: Keras keeps it private (``_layout_map``); ``Plan.from_keras``
+    and the rule names of applied layouts need it. Waits for a public
+    ``ModelParallel.layout_map``.
+    """
     return distribution._layout_map
+
+
+def is_conflict(error: Exception) -> bool:
+    """Whether ``error`` is the ValueError a LayoutMap raises when a path
+    matches several keys ("Path '...' matches multiple layout specification
+    keys"), rather than any other failure of a lookup.
+
+    Reason: Keras raises a plain ValueError; only its message tells a
+    conflict apart. Waits for a dedicated exception type in Keras.
+    """
+    return isinstance(error, ValueError) and "matches multiple layout" in str(error)
+
+
+def is_functional(model) -> bool:
+    """Whether ``model`` is a functional model (built from ``keras.Input``),
+    Sequential models included.
+
+    Reason: the class ``Functional`` is not exported; ``keras.Model(inputs,
+    outputs)`` returns one. Waits for ``keras.models.Functional`` in the
+    public API.
+    """
+    from keras.src.models.functional import Functional
+
+    return isinstance(model, Functional)
+
+
+def unique_variables(model) -> list:
+    """``model.variables`` without repeats (a shared variable appears once),
+    in Keras's order."""
+    seen, out = set(), []
+    for v in model.variables:
+        if id(v) not in seen:
+            seen.add(id(v))
+            out.append(v)
+    return out
+
+
+def initial_value(variable, sharding):
+    """A variable's value placed by ``sharding``: its own value if it has one,
+    else its initializer, run under jit straight into the shards.
+
+    Reason: a deferred variable (made in a ``StatelessScope`` that does not
+    initialise) raises on ``.value``; whether it holds one, and its
+    initializer, are private (``_value``, ``_initializer``). Waits for a
+    public ``Variable.initializer`` and ``Variable.is_initialized``.
+    """
+    import jax
+
+    if getattr(variable, "_value", None) is not None:
+        return jax.device_put(variable.value, sharding)
+    initializer = variable._initializer
+    shape, dtype = tuple(variable.shape), variable.dtype
+    return jax.jit(lambda: initializer(shape, dtype=dtype), out_shardings=sharding)()
+
+
+@contextlib.contextmanager
+def slot_references(optimizer):
+    """Inside this block, record which model variable each optimizer slot
+    mirrors: yields a dict ``id(slot) -> reference variable``, filled as the
+    optimizer is built.
+
+    Reason: Keras gives a slot the layout of the variable it mirrors, inside
+    ``optimizer.add_variable_from_reference``, and keeps no record of the
+    pair; the method is wrapped on this one (private, fresh) optimizer
+    instance only. Waits for a public slot-to-variable mapping.
+    """
+    references: dict = {}
+    original = optimizer.add_variable_from_reference
+
+    def add_variable_from_reference(reference_variable, *args, **kwargs):
+        variable = original(reference_variable, *args, **kwargs)
+        references[id(variable)] = reference_variable
+        return variable
+
+    optimizer.add_variable_from_reference = add_variable_from_reference
+    try:
+        yield references
+    finally:
+        del optimizer.add_variable_from_reference
 
 
 def layout_keys(distribution) -> dict:
@@ -196,7 +283,9 @@ def observing_outputs(on_output, base=None):
             if base is not None:
                 try:
                     layout = base.get_tensor_layout(path)
-                except ValueError as e:  # a rule conflict: Keras raises here
+                except ValueError as e:
+                    if not is_conflict(e):
+                        raise
                     error = e
             layer = current_layer()
 
