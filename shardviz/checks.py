@@ -10,7 +10,7 @@ from .errors import Problem
 from .format import format_spec, human_bytes, plural
 from .geometry import MeshModel
 from .layouts import OutputLayout, VariableLayout
-from .match import rule_usage
+from .match import regex_error, rule_usage
 from .plan import Plan
 from .model_scan import Scan
 
@@ -186,6 +186,75 @@ def rule_problems(plan: Plan, scan: Scan, var_layouts, out_layouts) -> tuple[lis
                 hint="Remove it, or remove the exact keys if this rule should win.", rule=key,
             ))
     return problems, usage
+
+
+def rule_feedback(plan: Plan, var_layouts, out_layouts, usage) -> list[dict]:
+    """For each rule, what an editor shows beside it: ``level`` (``"ok"``,
+    ``"warn"`` or ``"error"``), a short ``feedback`` text ("✓ 2 paths, rank
+    2", "matches nothing", "conflicts with rule 1 on 'd/kernel'"), and
+    ``ranks``, the ranks of the tensors it matches.
+
+    >>> from shardviz.model_scan import Scan, VariableInfo
+    >>> from shardviz.geometry import mesh_model
+    >>> from shardviz.layouts import variable_layouts
+    >>> info = VariableInfo("d/kernel", (4, 8), "float32", True)
+    >>> scan = Scan(None, "functional", (info,), (), "none")
+    >>> plan = Plan({"model": 2}, {"d/kernel": (None, "model"), "x": ("model",)})
+    >>> layouts = variable_layouts(scan, plan, mesh_model(plan.mesh, True))
+    >>> _, usage = rule_problems(plan, scan, layouts, [])
+    >>> [(f["level"], f["feedback"]) for f in rule_feedback(plan, layouts, [], usage)]
+    [('ok', '✓ 1 path, rank 2'), ('warn', 'matches nothing')]
+    """
+    n = len(plan.rules)
+    ranks: list[set] = [set() for _ in range(n)]
+    conflicts: list[dict] = [{} for _ in range(n)]
+    tensors = [(vl.match, len(vl.info.shape)) for vl in var_layouts]
+    tensors += [(ol.match, len(ol.info.shapes[0]) if ol.info.shapes else None)
+                for ol in out_layouts]
+    for m, rank in tensors:
+        for i in m.candidates:
+            if rank is not None:
+                ranks[i].add(rank)
+            if m.how == "conflict":
+                for k in m.candidates:
+                    if k != i:
+                        conflicts[i].setdefault(k, m.path)
+    names = set(plan.axis_names)
+    first_of: dict[str, int] = {}
+    out = []
+    for i, (rule, u) in enumerate(zip(plan.rules, usage)):
+        first = first_of.setdefault(rule.key, i)
+        rs = sorted(ranks[i])
+        rank = rs[0] if len(rs) == 1 else (max(rs) if rs else None)
+        error = regex_error(rule.key)
+        unknown = [a for a in rule.axes if a is not None and a not in names]
+        level = "error"
+        if error:
+            text = f"invalid regex: {error}"
+        elif first != i:
+            text = f"same key as rule {first}"
+        elif unknown:
+            text = f"unknown axis {unknown[0]!r}; mesh axes: {sorted(names)}"
+        elif conflicts[i]:
+            k = min(conflicts[i])
+            text = f"conflicts with rule {k} on {conflicts[i][k]!r}"
+        else:
+            level = "warn"
+            if u["status"] == "blocked":
+                text = f"matches {u['matches']}, but an invalid rule makes Keras fail"
+            elif u["status"] == "unused":
+                text, rs = "matches nothing", []
+            elif u["status"] == "shadowed":
+                text = f"matches {u['matches']}, but exact keys win"
+            else:
+                text = f"✓ {plural(u['wins'], 'path')}"
+                if rank is not None:
+                    text += f", rank {rank}" if len(rs) == 1 else f", ranks {rs}"
+                    if len(rule.axes) != rank and len(rs) == 1:
+                        text += f" (rule has {len(rule.axes)} entries)"
+                level = "ok" if len(rule.axes) == (rank or len(rule.axes)) else "warn"
+        out.append({"level": level, "feedback": text, "ranks": tuple(rs)})
+    return out
 
 
 def _unused_rule(scan: Scan, rule) -> Problem:

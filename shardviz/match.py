@@ -86,12 +86,11 @@ class RuleMatcher:
         """Indices of the paths ``key`` fullmatches, or the regex error."""
         cached = self._hits.get(key)
         if cached is None:
-            try:
-                fullmatch = re.compile(key).fullmatch
-            except re.error as e:
-                cached = str(e)
+            pattern = compiled(key)
+            if pattern is None:
+                cached = regex_error(key)
             else:
-                cached = frozenset(i for i, p in enumerate(self.paths) if fullmatch(p))
+                cached = frozenset(i for i, p in enumerate(self.paths) if pattern.fullmatch(p))
             self._hits[key] = cached
         return cached
 
@@ -234,18 +233,31 @@ def rule_usage(keys: Sequence[str], matches: Sequence[Match]) -> list[dict]:
 
 
 @functools.lru_cache(maxsize=65536)
+def _compile(pattern: str) -> tuple[re.Pattern | None, str | None]:
+    try:
+        return re.compile(pattern), None
+    except re.error as e:
+        return None, str(e)
+
+
+def compiled(pattern: str) -> re.Pattern | None:
+    """``pattern`` compiled, or None if it is not a valid regex. The one place
+    shardviz compiles a rule key (cached: a plan is re-checked on every edit,
+    and ``re``'s own cache holds 512 patterns).
+
+    >>> compiled(".*kernel").fullmatch("d/kernel") is not None, compiled("(")
+    (True, None)
+    """
+    return _compile(pattern)[0]
+
+
 def regex_error(pattern: str) -> str | None:
-    """The reason ``pattern`` is not a valid regex, or None (cached: a plan
-    is re-checked on every edit, and ``re``'s own cache holds 512 patterns).
+    """The reason ``pattern`` is not a valid regex, or None.
 
     >>> regex_error("dense/(kernel")
     'missing ), unterminated subpattern at position 6'
     """
-    try:
-        re.compile(pattern)
-    except re.error as e:
-        return str(e)
-    return None
+    return _compile(pattern)[1]
 
 
 def _regex_invalid(key: str) -> bool:
@@ -293,10 +305,8 @@ class PathIndex:
         cached = self._misses.get((key, limit))
         if cached is not None:
             return cached
-        try:
-            search = re.compile(key).search
-        except re.error:
-            search = None
+        pattern = compiled(key)
+        search = pattern.search if pattern is not None else None
         found = []
         if search is not None:
             for p in self.paths:
@@ -329,11 +339,10 @@ class PathIndex:
         if not misses:
             return None
         for cand in (f".*{key}", f".*{key}.*", f"{key}.*"):
-            try:
-                fullmatch = re.compile(cand).fullmatch
-            except re.error:
+            pattern = compiled(cand)
+            if pattern is None:
                 return None
-            if any(fullmatch(p) for p in misses):
+            if any(pattern.fullmatch(p) for p in misses):
                 return cand
         return None
 

@@ -41,19 +41,21 @@ VARIABLE_DTYPES = {c: object for c in VARIABLE_COLUMNS} | {
     "trainable": bool,
 }
 OUTPUT_COLUMNS = ["path", "layer", "layer_class", "rule", "match", "requested_spec"]
-RULE_COLUMNS = ["index", "key", "axes", "kind", "matches", "wins", "status"]
+RULE_COLUMNS = ["index", "key", "axes", "kind", "matches", "wins", "status", "level", "feedback",
+                "ranks"]
 PROBLEM_COLUMNS = ["severity", "kind", "path", "rule", "layer", "message", "hint"]
 ACTIVATION_COLUMNS = [
-    "path", "layer", "layer_class", "call", "output", "shape", "dtype", "rule", "requested_spec",
-    "actual_spec", "shard_shape", "bytes_per_device", "honored", "padded", "partial",
-    "actual_note", "returned_spec",
+    "path", "label", "layer", "layer_class", "call", "output", "shape", "dtype", "rule",
+    "requested_spec", "actual_spec", "shard_shape", "bytes_per_device", "honored", "ok", "padded",
+    "partial", "actual_note", "returned_spec",
 ]
 COLLECTIVE_COLUMNS = [
-    "kind", "layer", "pass", "axes", "complete", "group_size", "groups", "bytes_per_device",
+    "kind", "layer", "pass", "axes", "over", "complete", "group_size", "groups", "bytes_per_device",
     "result_bytes", "operand_bytes", "async", "name", "op_name",
 ]
 MEMORY_COLUMNS = [
-    "device", "variable_bytes", "argument_bytes", "output_bytes", "temp_bytes", "alias_bytes",
+    "device", "variable_bytes", "optimizer_bytes", "input_bytes", "activation_bytes",
+    "argument_bytes", "output_bytes", "temp_bytes", "alias_bytes",
     "total_bytes",
 ]
 OPTIMIZER_COLUMNS = ["path", "reference", "shape", "dtype", "spec", "shard_shape",
@@ -117,6 +119,20 @@ class Report:
     # ------------------------------------------------------------ frames
     @functools.cached_property
     def variables(self) -> pd.DataFrame:
+        """One row per model variable, in Keras's order.
+
+        Columns: ``path`` (the variable path rules match); ``layer`` (its
+        layer's path); ``shape``; ``dtype``; ``params`` (elements); ``bytes``
+        (whole tensor); ``spec`` (the layout Keras applies, padded to the
+        rank, or, for ``status == "error"``, the axes it would refuse);
+        ``rule`` (the winning key, ``"<own layout>"`` when the variable
+        carries one, or None); ``match`` (``"exact"``, ``"regex"``,
+        ``"none"``, ``"conflict"``, ``"error"`` or ``"own"``);
+        ``also_matched`` (other keys that fullmatch it); ``shard_shape``
+        (None for an error); ``bytes_per_device``; ``replicated_over`` (mesh
+        axes that hold copies); ``replicas``; ``trainable``; ``status``
+        (``"sharded"``, ``"replicated"`` or ``"error"``: Keras would raise).
+        """
         rules = self.plan.rules
         layouts = self.variable_layouts
         static = self.scan.variable_columns
@@ -144,6 +160,13 @@ class Report:
 
     @functools.cached_property
     def outputs(self) -> pd.DataFrame:
+        """One row per layer output path Keras looks up (``<layer>/output``),
+        in call order.
+
+        Columns: ``path``; ``layer``; ``layer_class``; ``rule`` (the key that
+        constrains it, or None); ``match`` (how the key matched);
+        ``requested_spec`` (the axes that rule asks for, or None).
+        """
         rules = self.plan.rules
         cols = {c: [] for c in OUTPUT_COLUMNS}
         for ol in self.output_layouts:
@@ -157,27 +180,69 @@ class Report:
 
     @functools.cached_property
     def rules(self) -> pd.DataFrame:
+        """One row per rule of the plan, in order.
+
+        Columns: ``index``; ``key`` (the regex Keras fullmatches); ``axes``;
+        ``kind`` (``"variable"`` or ``"output"``, an ``/output`` key);
+        ``matches`` (paths it fullmatches) and ``wins`` (paths whose layout it
+        sets); ``status`` (``"used"``, ``"unused"``, ``"shadowed"`` by an
+        exact key, ``"conflicted"``, ``"blocked"`` by an invalid key, or
+        ``"invalid"``); ``level`` (``"ok"``, ``"warn"``, ``"error"``) and
+        ``feedback``, the short text an editor shows beside the rule; and
+        ``ranks``, the ranks of the tensors it matches.
+        """
+        from .checks import rule_feedback
+
+        feedback = rule_feedback(self.plan, self.variable_layouts, self.output_layouts,
+                                 self.rule_usage)
         cols = {c: [] for c in RULE_COLUMNS}
-        for u, rule in zip(self.rule_usage, self.plan.rules):
+        for u, rule, f in zip(self.rule_usage, self.plan.rules, feedback):
             cols["index"].append(u["index"])
             cols["key"].append(rule.key)
             cols["axes"].append(rule.axes)
             cols["kind"].append("output" if rule.is_output else "variable")
             for c in ("matches", "wins", "status"):
                 cols[c].append(u[c])
-        return frame(cols, RULE_COLUMNS)
+            for c in ("level", "feedback", "ranks"):
+                cols[c].append(f[c])
+        return frame(cols, RULE_COLUMNS, {"index": "int64", "matches": "int64", "wins": "int64"})
+
+    def ranks_of(self, key: str) -> list[int]:
+        """The ranks of the variables and layer outputs ``key`` fullmatches,
+        as Keras matches it (an invalid regex matches nothing)."""
+        ranks = set()
+        for matcher, shapes in ((self.scan.variable_matcher,
+                                 [v.shape for v in self.scan.variables]),
+                                (self.scan.output_matcher,
+                                 [o.shapes[0] if o.shapes else None for o in self.scan.outputs])):
+            hits = matcher.hits(key)
+            if isinstance(hits, str):
+                return []
+            ranks.update(len(shapes[i]) for i in hits if shapes[i] is not None)
+        return sorted(ranks)
 
     @functools.cached_property
     def problems(self) -> pd.DataFrame:
+        """One row per problem, errors first.
+
+        Columns: ``severity`` (``"error"``: Keras would refuse, or the pass
+        failed; ``"warning"``: it runs, but not as meant; ``"info"``);
+        ``kind`` (see ``shardviz.errors.KINDS``); ``path``, ``rule`` and
+        ``layer`` where it applies (else None); ``message``; ``hint`` (what to
+        change).
+        """
         cols = {c: [getattr(p, c) for p in self.problem_list] for c in PROBLEM_COLUMNS}
         return frame(cols, PROBLEM_COLUMNS)
 
     @functools.cached_property
     def devices(self) -> pd.DataFrame:
-        """One row per device of the mesh: id, mesh coordinates, bytes.
+        """One row per device of the mesh.
 
-        Every device of a NamedSharding holds one shard of ``shard_shape``,
-        so each variable adds its ``bytes_per_device`` to every device.
+        Columns: ``device`` (its id); ``coords`` (its position in the mesh);
+        one column per mesh axis with its coordinate on that axis;
+        ``variable_bytes`` (the plan's variable bytes on it). Every device of
+        a NamedSharding holds one shard of ``shard_shape``, so each variable
+        adds its ``bytes_per_device`` to every device.
         """
         per_device = self.variable_bytes_per_device
         rows = []
@@ -190,11 +255,29 @@ class Report:
 
     @functools.cached_property
     def activations(self) -> pd.DataFrame:
-        """One row per layer output in the traced pass, in call order: the
-        layout an ``/output`` rule requested and the one XLA gave it."""
+        """One row per output of every call of every layer in the traced
+        pass, in call order: the layout an ``/output`` rule requested and
+        the one XLA gave it. Empty without a forward pass.
+
+        Columns: ``path`` (``<layer>/output``); ``label`` (the path with the
+        output index and call number when they matter); ``layer``;
+        ``layer_class``; ``call`` (which call of a reused layer); ``output``
+        (which output of a multi-output layer); ``shape``; ``dtype``;
+        ``rule``; ``requested_spec``; ``actual_spec`` (XLA's layout; a dim
+        split over part of an axis shows a ``SubAxis`` such as
+        ``'model:(1)2'``; None when no mesh axes describe it);
+        ``shard_shape``; ``bytes_per_device``; ``honored`` (None when no rule
+        asked); ``ok`` (``""``, ``"yes"``, ``"dropped"`` or ``"uneven"``, the
+        check in words); ``padded`` (XLA pads an uneven split); ``partial``
+        (split over part of an axis); ``actual_note`` (that layout in words);
+        ``returned_spec`` (for a model output, the layout the pass returns).
+        """
         cols = {c: [] for c in ACTIVATION_COLUMNS}
         for a in (self.trace.activations if self.trace else []):
-            for c, v in (("path", a.path), ("layer", a.layer), ("layer_class", a.layer_class),
+            ok = {None: "", True: "yes", False: "dropped"}[a.honored]
+            if a.uneven and a.honored:
+                ok = "uneven"
+            for c, v in (("path", a.path), ("label", a.label), ("ok", ok), ("layer", a.layer), ("layer_class", a.layer_class),
                          ("call", a.call), ("output", a.index), ("shape", a.shape),
                          ("dtype", a.dtype),
                          ("rule", a.rule), ("requested_spec", a.requested_spec),
@@ -209,12 +292,26 @@ class Report:
 
     @functools.cached_property
     def collectives(self) -> pd.DataFrame:
-        """One row per collective in the compiled program (forward pass, or
-        the whole train step with ``train_step=True``)."""
+        """One row per collective in the compiled program (the forward pass,
+        or the whole train step with ``train_step=True``), read from the
+        compiled HLO. Empty without a forward pass.
+
+        Columns: ``kind`` (``all-reduce``, ``all-gather``,
+        ``reduce-scatter``, ``all-to-all``, ``collective-permute``);
+        ``layer`` (the Keras layers it came from); ``pass`` (``forward``,
+        ``backward`` or ``update``); ``axes`` (the mesh axes its groups run
+        over); ``over`` (the same in words); ``complete`` (False when groups
+        cover only part of those axes); ``group_size``; ``groups``;
+        ``bytes_per_device`` (what each device sends or receives);
+        ``result_bytes``; ``operand_bytes``; ``async``; ``name`` (the HLO
+        instruction); ``op_name`` (its JAX name scope).
+        """
         cols = {c: [] for c in COLLECTIVE_COLUMNS}
         for c in (self.trace.collectives if self.trace else []):
             for k, v in (("kind", c.kind), ("layer", c.layer), ("pass", c.pass_),
                          ("axes", c.axes), ("complete", c.complete),
+                         ("over", (", ".join(c.axes) or "—")
+                          + ("" if c.complete else f" (groups of {c.group_size})")),
                          ("group_size", c.group_size), ("groups", len(c.groups)),
                          ("bytes_per_device", c.bytes_per_device),
                          ("result_bytes", c.result_bytes), ("operand_bytes", c.operand_bytes),
@@ -226,13 +323,25 @@ class Report:
 
     @functools.cached_property
     def memory(self) -> pd.DataFrame:
-        """Per device: the plan's variable bytes, and XLA's own memory
-        analysis of the compiled program (arguments, outputs, temporaries)."""
+        """One row per device: the plan's variable bytes, and XLA's own
+        memory analysis of the compiled program.
+
+        Columns: ``device``; ``variable_bytes`` (the plan's layouts);
+        ``optimizer_bytes``, ``input_bytes`` and ``activation_bytes`` (see
+        :attr:`memory_parts`); ``argument_bytes``, ``output_bytes``,
+        ``temp_bytes`` and ``alias_bytes`` (XLA's ``memory_analysis()``);
+        ``total_bytes`` (arguments + outputs + temporaries − aliased). The
+        XLA columns are None without a forward pass.
+        """
         cols = {c: [] for c in MEMORY_COLUMNS}
         mem = self.trace.memory if self.trace else None
+        parts = self.memory_parts
         for device in sorted(self.mesh.coords):
             cols["device"].append(device)
             cols["variable_bytes"].append(self.variable_bytes_per_device)
+            for c, part in (("optimizer_bytes", "optimizer state"), ("input_bytes", "inputs"),
+                            ("activation_bytes", "layer outputs")):
+                cols[c].append(parts.get(part, 0) if mem else None)
             for c in ("argument_bytes", "output_bytes", "temp_bytes", "alias_bytes"):
                 cols[c].append(mem[c] if mem else None)
             cols["total_bytes"].append(
@@ -241,6 +350,48 @@ class Report:
         dtypes = {c: "int64" if mem else object for c in MEMORY_COLUMNS}
         dtypes["device"] = dtypes["variable_bytes"] = "int64"
         return frame(cols, MEMORY_COLUMNS, dtypes)
+
+    @functools.cached_property
+    def memory_parts(self) -> dict[str, int]:
+        """Bytes per device by what holds them, in drawing order:
+        ``variables`` (the plan's layouts), and after a forward pass
+        ``optimizer state`` (train step), ``inputs`` (XLA's argument bytes
+        less variables and optimizer state), ``layer outputs`` (the sum over
+        every layer output: an upper bound of what is live at once) and
+        ``temporaries`` (XLA's temp bytes). Parts that are zero are left out,
+        except variables.
+        """
+        parts = {"variables": self.variable_bytes_per_device}
+        if self.trace is None:
+            return parts
+        optimizer = sum(o.bytes_per_device for o in self.trace.optimizer_variables)
+        if optimizer:
+            parts["optimizer state"] = optimizer
+        mem = self.trace.memory
+        inputs = mem["argument_bytes"] - self.variable_bytes_per_device - optimizer
+        if inputs > 0:
+            parts["inputs"] = inputs
+        parts["layer outputs"] = sum(a.bytes_per_device or 0 for a in self.trace.activations)
+        parts["temporaries"] = mem["temp_bytes"]
+        return parts
+
+    @property
+    def pass_name(self) -> str | None:
+        """``"abstract forward pass"``, ``"concrete train step"``, ..., or
+        None when nothing was traced."""
+        if self.trace is None:
+            return None
+        return f"{self.trace.mode} {'train step' if self.trace.train_step else 'forward pass'}"
+
+    @property
+    def model_name(self) -> str:
+        return getattr(self.scan.model, "name", None) or type(self.scan.model).__name__
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the scan noticed about the model (variables that carry their
+        own layout, output paths that could not be found, ...)."""
+        return tuple(self.scan.notes)
 
     @functools.cached_property
     def optimizer_variables(self) -> pd.DataFrame:
@@ -318,6 +469,15 @@ class Report:
             return self._by_path[path]
         except KeyError:
             raise self._unknown_path(path) from None
+
+    def output(self, path: str) -> OutputLayout | None:
+        """The rule lookup of the layer output path ``path`` (an
+        ``.../output`` path), or None when the model has no such path."""
+        return self._outputs_by_path.get(path)
+
+    @functools.cached_property
+    def _outputs_by_path(self) -> dict[str, OutputLayout]:
+        return {ol.info.path: ol for ol in self.output_layouts}
 
     def activation(self, path: str, index: int = 0, call: int = 0):
         """The traced layer output at ``path`` (an ``.../output`` path):

@@ -212,8 +212,9 @@ def test_export_python_and_json(app):
 def test_set_plan_undo_redo(app):
     first = app.plan
     app.set_plan(Plan.data_parallel(8))
-    assert app.plan == Plan.data_parallel(8) and key_box is not None
+    assert app.plan == Plan.data_parallel(8)
     assert len(app.rule_editor.rows.children) == 0
+    assert app.report.plan == Plan.data_parallel(8)
     app.undo()
     assert app.plan == first
     app.redo()

@@ -175,12 +175,12 @@ def test_meshes_of_one_two_and_three_axes():
 
 
 def test_memory_picture_stacks_read_the_report(report):
-    from shardviz.render.mpl import _stacks
-
-    stacks = _stacks(report)
+    stacks = report.memory_parts
     assert stacks["variables"] == report.variable_bytes_per_device
     assert stacks["temporaries"] == report.trace.memory["temp_bytes"]
     assert stacks["layer outputs"] == report.activations["bytes_per_device"].sum()
+    assert report.memory["activation_bytes"].iloc[0] == stacks["layer outputs"]
+    assert report.memory["input_bytes"].iloc[0] == stacks.get("inputs", 0)
 
 
 def test_huge_tensors_and_256_device_meshes_still_draw():
@@ -214,7 +214,9 @@ def test_bad_choices_give_clear_errors(report):
 def test_palette_keeps_devices_apart():
     styles = [device_style(d) for d in range(len(HUES) * len(HATCHES))]
     assert len(set(styles)) == len(styles) == 72
-    assert device_style(5) == device_style(5)
+    # Styles repeat only after every hue has met every hatch.
+    assert device_style(0) == device_style(len(HUES) * len(HATCHES))
+    assert device_style(1)[1] == device_style(0)[1] != device_style(len(HUES))[1]
 
 
 def test_drawing_leaves_no_pyplot_state():

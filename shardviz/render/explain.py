@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import re
-
 from ..format import format_spec, human_bytes
-from ..match import regex_error
+from ..match import compiled
 
 
 def explain_path(report, path: str) -> str:
     """A few sentences on how Keras resolves ``path`` under the report's plan."""
     rules = report.plan.rules
-    outputs = {ol.info.path: ol for ol in report.output_layouts}
-    if path in outputs:
-        ol = outputs[path]
+    ol = report.output(path)
+    if ol is not None:
         head = f"Output {path!r} of layer {ol.info.layer!r} ({ol.info.layer_class})"
         return head + ": " + _how(ol.match, rules, path, report, output=True)
     vl = report.variable(path)
@@ -59,4 +56,5 @@ def _how(m, rules, path, report, output: bool) -> str:
 
 
 def _finds(key: str, path: str) -> bool:
-    return regex_error(key) is None and re.search(key, path) is not None
+    pattern = compiled(key)
+    return pattern is not None and pattern.search(path) is not None

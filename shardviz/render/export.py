@@ -18,6 +18,7 @@ import json
 import pandas as pd
 
 from .. import __version__
+from ..errors import ShardvizError
 
 FRAMES = ("variables", "outputs", "rules", "devices", "problems", "activations", "collectives",
           "memory", "optimizer_variables")
@@ -40,7 +41,7 @@ def report_to_dict(report) -> dict:
     data = {
         "format": SCHEMA, "version": 1, "shardviz": __version__,
         "summary": _plain_dict(report.summary()), "plan": report.plan.to_dict(),
-        "notes": list(report.scan.notes),
+        "notes": list(report.notes),
         "trace_error": report.trace_error.message if report.trace_error else None,
         "frames": {},
     }
@@ -73,9 +74,17 @@ def _tuples(value):
 
 def frames_from_json(text: str) -> dict[str, pd.DataFrame]:
     """The DataFrames of a report written by :func:`report_to_json`."""
-    data = json.loads(text)
-    if data.get("format") != SCHEMA:
-        raise ValueError(f"not a shardviz report: format {data.get('format')!r}")
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ShardvizError(f"This is not JSON: {e}.",
+                            hint="Pass the text that `shardviz MODEL --json` wrote.") from None
+    if not isinstance(data, dict) or data.get("format") != SCHEMA:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ShardvizError(
+            f"This JSON is not a shardviz report: its format is {found!r}, "
+            f"not {SCHEMA!r}.",
+            hint="Pass the text that `shardviz MODEL --json` or report_to_json wrote.")
     out = {}
     for name, frame in data["frames"].items():
         columns = frame["columns"]

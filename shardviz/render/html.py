@@ -59,22 +59,21 @@ def variables_html(report, max_rows: int = 200) -> str:
     """The variables table; rows with an error or a warning are highlighted."""
     warned = {p.path for p in report.problem_list if p.severity == "warning" and p.path}
     rows, classes = [], []
-    for vl in report.variable_layouts[:max_rows]:
-        g = vl.geometry
-        rule = (report.plan.rules[vl.match.rule].key if vl.source == "rule"
-                else "<own layout>" if vl.source == "own" else "")
-        spec = format_spec(g.spec) if vl.error is None else repr(tuple(vl.axes))
+    frame = report.variables
+    for v in frame.head(max_rows).itertuples(index=False):
+        spec = repr(tuple(v.spec)) if v.status == "error" else format_spec(v.spec)
         rows.append([
-            f"<code>{_e(vl.info.path)}</code>", _e(vl.info.shape), _e(vl.info.dtype),
-            f"<code>{_e(spec)}</code>", f"<code>{_e(rule)}</code>",
-            _e(g.shard_shape if vl.error is None else "—"), _e(human_bytes(g.bytes_per_device)),
-            f'<span class="sv-{vl.status}">{_e(vl.status)}</span>',
+            f"<code>{_e(v.path)}</code>", _e(v.shape), _e(v.dtype),
+            f"<code>{_e(spec)}</code>", f"<code>{_e(v.rule or '')}</code>",
+            _e(v.shard_shape if v.shard_shape is not None else "—"),
+            _e(human_bytes(v.bytes_per_device)),
+            f'<span class="sv-{v.status}">{_e(v.status)}</span>',
         ])
-        classes.append("sv-row-error" if vl.status == "error" else
-                       "sv-row-warning" if vl.info.path in warned else "")
+        classes.append("sv-row-error" if v.status == "error" else
+                       "sv-row-warning" if v.path in warned else "")
     table = _table(["path", "shape", "dtype", "spec", "rule", "shard", "per device", "status"],
                    rows, classes)
-    more = len(report.variable_layouts) - max_rows
+    more = len(frame) - max_rows
     if more > 0:
         table += f"<p>… {more} more; see <code>report.variables</code>.</p>"
     return table
@@ -91,51 +90,48 @@ def rules_html(report) -> str:
 
 def activations_html(report) -> str:
     rows, classes = [], []
-    for a in report.trace.activations:
-        ok = {None: "", True: "yes", False: "DROPPED"}[a.honored]
-        if a.uneven and a.honored:
-            ok = "uneven"
+    for a in report.activations.itertuples(index=False):
         rows.append([
             f"<code>{_e(a.label)}</code>", _e(a.shape),
-            f"<code>{_e(format_spec(a.requested_spec) if a.requested is not None else '')}</code>",
+            f"<code>{_e(format_spec(a.requested_spec) if a.requested_spec is not None else '')}"
+            "</code>",
             f"<code>{_e(format_spec(a.actual_spec))}</code>", _e(a.shard_shape),
-            _e(human_bytes(a.bytes_per_device or 0)), _e(ok),
+            _e(human_bytes(a.bytes_per_device or 0)), _e(a.ok.upper() if a.ok == "dropped"
+                                                         else a.ok),
         ])
-        classes.append("sv-row-error" if a.honored is False else "")
+        classes.append("sv-row-error" if a.ok == "dropped" else "")
     return _table(["output path", "shape", "requested", "actual", "shard", "per device", "ok"],
                   rows, classes)
 
 
 def collectives_html(report) -> str:
-    if not report.trace.collectives:
+    frame = report.collectives
+    if frame.empty:
         return "<p>No collectives: every device computes its part alone.</p>"
-    rows = []
-    for c in report.trace.collectives:
-        axes = ", ".join(c.axes) + ("" if c.complete else f" (groups of {c.group_size})")
-        rows.append([_e(c.kind), f"<code>{_e(c.layer)}</code>", _e(c.pass_), _e(axes),
-                     _e(human_bytes(c.bytes_per_device))])
+    rows = [[_e(c["kind"]), f"<code>{_e(c['layer'])}</code>", _e(c["pass"]), _e(c["over"]),
+             _e(human_bytes(c["bytes_per_device"]))] for c in frame.to_dict("records")]
     return _table(["kind", "layer", "pass", "over axes", "bytes per device"], rows)
 
 
 def report_html(report, all_rows: bool = False) -> str:
     """The report as HTML; ``all_rows`` lists every variable (else the first 200)."""
-    max_rows = len(report.variable_layouts) if all_rows else 200
+    max_rows = len(report.variables) if all_rows else 200
     parts = [CSS, '<div class="shardviz-report">', f"<p><b>{_e(summary_line(report))}</b></p>"]
-    for note in report.scan.notes:
+    for note in report.notes:
         parts.append(f"<p><i>note: {_e(note)}</i></p>")
     if report.problem_list:
         parts.append(f"<details open><summary>Problems ({len(report.problem_list)})</summary>"
                      + problems_html(report) + "</details>")
     if report.plan.rules:
         parts.append("<details><summary>Rules</summary>" + rules_html(report) + "</details>")
-    parts.append(f"<details open><summary>Variables ({len(report.variable_layouts)})</summary>"
+    parts.append(f"<details open><summary>Variables ({len(report.variables)})</summary>"
                  + variables_html(report, max_rows) + "</details>")
-    if report.trace is not None:
+    if report.pass_name is not None:
         from .text import memory_line
 
-        parts.append(f"<details open><summary>Activations ({report.trace.mode} forward pass)"
+        parts.append(f"<details open><summary>Activations ({report.pass_name})"
                      f"</summary>{activations_html(report)}</details>")
-        parts.append(f"<details open><summary>Collectives ({len(report.trace.collectives)})"
+        parts.append(f"<details open><summary>Collectives ({len(report.collectives)})"
                      f"</summary>{collectives_html(report)}</details>")
         parts.append(f"<p>{_e(memory_line(report))}</p>")
     parts.append("</div>")

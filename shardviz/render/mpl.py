@@ -22,6 +22,7 @@ from matplotlib.patches import Rectangle
 
 from ..errors import ShardvizError
 from ..format import format_spec, human_bytes
+from ..model_scan import layer_path
 from .palette import KIND_COLOURS, STACK_COLOURS, device_style, text_colour
 from .tiles import TileLayout, tile_layout
 
@@ -352,23 +353,6 @@ def mesh_figure(mesh) -> ShardvizFigure:
     return fig
 
 
-def _stacks(report):
-    """Per-device bytes of each part of memory, from the report."""
-    stacks = {"variables": report.variable_bytes_per_device}
-    trace = report.trace
-    if trace is not None:
-        opt = sum(o.bytes_per_device for o in trace.optimizer_variables)
-        if opt:
-            stacks["optimizer state"] = opt
-        mem = trace.memory
-        inputs = mem["argument_bytes"] - report.variable_bytes_per_device - opt
-        if inputs > 0:
-            stacks["inputs"] = inputs
-        stacks["layer outputs"] = sum(a.bytes_per_device or 0 for a in trace.activations)
-        stacks["temporaries"] = mem["temp_bytes"]
-    return stacks
-
-
 MAX_MEMORY_BARS = 32
 """Past this many devices, the memory picture draws one bar for them all
 (under a NamedSharding every device holds one shard of every tensor, so every
@@ -379,7 +363,7 @@ def memory_figure(report) -> ShardvizFigure:
     """Bytes per device, stacked: variables, optimizer state, inputs, layer
     outputs (the sum over all layers, an upper bound of what is live) and
     XLA's temporaries."""
-    stacks = _stacks(report)
+    stacks = report.memory_parts
     devices = sorted(report.mesh.coords) if report.mesh.size <= MAX_MEMORY_BARS else []
     labels = [str(d) for d in devices] or [f"each of the {report.mesh.size:,} devices"]
     fig = new_figure(min(12, 5.5 + 0.2 * len(labels)), 3.4)
@@ -414,9 +398,8 @@ def _unit(largest: float) -> tuple[float, str]:
 
 def _plan_line(report) -> str:
     mesh = " × ".join(f"{k}={v}" for k, v in report.plan.mesh_dict.items())
-    what = f"{report.trace.mode} {'train step' if report.trace.train_step else 'forward pass'}" \
-        if report.trace else "variables only (no forward pass)"
-    return f"{getattr(report.scan.model, 'name', '')} on {mesh}: {what}"
+    what = report.pass_name or "variables only (no forward pass)"
+    return f"{report.model_name} on {mesh}: {what}"
 
 
 AXIS_COLOURS = ("#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377")
@@ -425,20 +408,21 @@ AXIS_COLOURS = ("#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377"
 def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     """Layers in call order: how each output is split over the mesh axes,
     with the collectives XLA inserts marked at their layer, sized by bytes."""
-    if report.trace is None:
+    if report.pass_name is None:
         raise ShardvizError(
             "The flow picture needs a forward pass, and this report has none.",
             hint="Analyse with inputs, e.g. shardviz.analyze(model, plan, inputs=(8, 128)).",
         )
-    acts = report.trace.activations
-    shown = acts[:max_layers]
+    acts = report.activations
+    shown = list(acts.head(max_layers).itertuples(index=False))
+    collectives = report.collectives.to_dict("records")
     axis_colour = {a: AXIS_COLOURS[i % len(AXIS_COLOURS)]
                    for i, a in enumerate(report.mesh.axis_names)}
     by_layer: dict = {}
     unplaced = []
-    layer_rows = {a.layer_path: i for i, a in enumerate(shown)}
-    for c in report.trace.collectives:
-        first = c.layer.split(", ")[0] if c.layer else ""
+    layer_rows = {layer_path(a.path): i for i, a in enumerate(shown)}
+    for c in collectives:
+        first = c["layer"].split(", ")[0] if c["layer"] else ""
         row = layer_rows.get(first)
         (by_layer.setdefault(row, []) if row is not None else unplaced).append(c)
     rows = len(shown) + (1 if unplaced else 0)
@@ -448,7 +432,7 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     coll_x = dims_x + 0.95 * max_rank + 0.3
     ax = Board(fig, (0.01, 0.01, 0.98, 1 - 0.75 / fig.get_figheight()), (0, coll_x + 6.0),
                (0, rows))
-    biggest = max((c.bytes_per_device for c in report.trace.collectives), default=1) or 1
+    biggest = max((c["bytes_per_device"] for c in collectives), default=1) or 1
     names_out, dims_out, marks = [], [], []
     for i, a in enumerate(shown):
         name = a.label.replace("/output", "", 1)
@@ -494,14 +478,16 @@ def _draw_collectives(ax, collectives, x, row, biggest, per_row: int = 2, width:
     labels = []
     for j, c in enumerate(collectives[:per_row]):
         cx = x + 0.25 + j * width
-        ax.scatter([cx], [row + 0.5], s=15 + 160 * c.bytes_per_device / biggest,
-                   color=KIND_COLOURS.get(c.kind, "#888888"), edgecolors="white", linewidths=0.5)
-        axes = "+".join(c.axes) if c.axes else "?"
-        if not c.complete:
-            axes += f"({c.group_size})"
-        tag = {"backward": " bwd", "update": " upd"}.get(c.pass_, "")
+        ax.scatter([cx], [row + 0.5], s=15 + 160 * c["bytes_per_device"] / biggest,
+                   color=KIND_COLOURS.get(c["kind"], "#888888"), edgecolors="white",
+                   linewidths=0.5)
+        axes = "+".join(c["axes"]) if c["axes"] else "?"
+        if not c["complete"]:
+            axes += f"({c['group_size']})"
+        tag = {"backward": " bwd", "update": " upd"}.get(c["pass"], "")
         labels.append((cx + 0.25, row + 0.5,
-                       f"{c.kind} {axes} {human_bytes(c.bytes_per_device)}{tag}", "black", 6))
+                       f"{c['kind']} {axes} {human_bytes(c['bytes_per_device'])}{tag}", "black",
+                       6))
     if len(collectives) > per_row:
         labels.append((x + 0.25 + per_row * width, row + 0.5, f"+{len(collectives) - per_row}",
                        "black", 6))
@@ -514,26 +500,25 @@ def compare_figure(a, b, labels=("A", "B")) -> ShardvizFigure:
     fig = new_figure(11, 3.6)
     reports = (a, b)
     ax1 = fig.add_axes((0.06, 0.16, 0.22, 0.62))
-    stack_names = list(dict.fromkeys(n for r in reports for n in _stacks(r)))
+    stack_names = list(dict.fromkeys(n for r in reports for n in r.memory_parts))
     bottoms = [0.0, 0.0]
-    scale, unit = _unit(max(sum(_stacks(r).values()) for r in reports))
+    scale, unit = _unit(max(sum(r.memory_parts.values()) for r in reports))
     for name in stack_names:
-        values = [_stacks(r).get(name, 0) / scale for r in reports]
+        values = [r.memory_parts.get(name, 0) / scale for r in reports]
         ax1.bar(labels, values, bottom=bottoms, color=STACK_COLOURS[name], label=name)
         bottoms = [x + y for x, y in zip(bottoms, values)]
     ax1.set_title(f"memory per device ({unit})", fontsize=9)
     ax1.tick_params(labelsize=7)
     ax1.legend(fontsize=6, frameon=False)
     ax2 = fig.add_axes((0.39, 0.16, 0.25, 0.62))
-    kinds = [k for k in KIND_COLOURS
-             if any(c.kind == k for r in reports if r.trace for c in r.trace.collectives)]
+    by_kind = [r.collectives.groupby("kind")["bytes_per_device"].sum().to_dict()
+               for r in reports]
+    kinds = [k for k in KIND_COLOURS if any(k in b for b in by_kind)]
     width = 0.38
-    totals = [sum(c.bytes_per_device for c in r.trace.collectives) if r.trace else 0
-              for r in reports]
+    totals = [sum(b.values()) for b in by_kind]
     cscale, cunit = _unit(max(totals + [1]))
-    for j, r in enumerate(reports):
-        values = [sum(c.bytes_per_device for c in r.trace.collectives if c.kind == k) / cscale
-                  if r.trace else 0 for k in kinds]
+    for j, b in enumerate(by_kind):
+        values = [b.get(k, 0) / cscale for k in kinds]
         ax2.bar([i + (j - 0.5) * width for i in range(len(kinds))], values, width,
                 label=labels[j], color=["#4477AA", "#EE6677"][j])
     ax2.set_xticks(range(len(kinds)))
@@ -542,7 +527,8 @@ def compare_figure(a, b, labels=("A", "B")) -> ShardvizFigure:
     ax2.tick_params(labelsize=7)
     ax2.legend(fontsize=7, frameon=False)
     if not kinds:
-        ax2.text(0.5, 0.5, "no collectives" if all(r.trace for r in reports) else "no forward pass",
+        ax2.text(0.5, 0.5, "no collectives" if all(r.pass_name for r in reports)
+                 else "no forward pass",
                  ha="center", va="center", transform=ax2.transAxes, fontsize=8)
     ax3 = fig.add_axes((0.72, 0.16, 0.25, 0.62))
     severities = ("error", "warning", "info")
@@ -568,21 +554,22 @@ def compare_figure(a, b, labels=("A", "B")) -> ShardvizFigure:
 
 def grid_figure(report, paths=None, columns: int = 10) -> ShardvizFigure:
     """Many variables' tiles in one figure, one small cell per variable."""
-    layouts = report.variable_layouts if paths is None else [report.variable(p) for p in paths]
-    n = len(layouts)
+    paths = report.paths if paths is None else list(paths)
+    status = dict(zip(report.variables["path"], report.variables["status"]))
+    n = len(paths)
     columns = max(1, min(columns, n))
     grid_rows = math.ceil(n / columns)
     fig = new_figure(1.6 * columns, 1.45 * grid_rows + 0.5)
     ax = Board(fig, (0.0, 0.0, 1.0, 1 - 0.4 / fig.get_figheight()), (0, columns), (0, grid_rows))
     coords = report.mesh.coords
     titles = []
-    for k, vl in enumerate(layouts):
+    for k, path in enumerate(paths):
         gx, gy = k % columns, k // columns
-        g = vl.geometry
+        g = report.geometry(path)
         layout = tile_layout(g.shape, g.indices())
-        name = vl.info.path if len(vl.info.path) <= 30 else "…" + vl.info.path[-29:]
-        titles.append((gx + 0.5, gy + 0.08, name, "#CC3311" if vl.status == "error" else "black",
-                       5.5))
+        name = path if len(path) <= 30 else "…" + path[-29:]
+        titles.append((gx + 0.5, gy + 0.08, name,
+                       "#CC3311" if status.get(path) == "error" else "black", 5.5))
         titles.append((gx + 0.5, gy + 0.2, f"{g.shape} {format_spec(g.spec)}", "#444444", 4.5))
         panel = layout.panels[0]
         _draw_panel(ax, layout, panel, gx + 0.08, gy + 0.28, 0.84, 0.64, coords, 4.5,

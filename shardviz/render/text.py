@@ -8,6 +8,8 @@ from ..format import format_spec, human_bytes, plural
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 STATUS_STYLE = {"sharded": "green", "replicated": "", "error": "bold red"}
+OK_STYLE = {"": "", "yes": "[green]yes[/]", "dropped": "[bold red]DROPPED[/]",
+            "uneven": "[yellow]uneven[/]"}
 
 
 def _shape(shape) -> str:
@@ -57,45 +59,39 @@ def variables_table(report, max_rows: int | None = 40):
                          ("per device", "right"), ("status", "left")):
         table.add_column(col, justify=justify, no_wrap=col in ("path", "shape", "spec", "shard"),
                          overflow="ellipsis" if col == "rule" else "fold")
-    layouts = report.variable_layouts
-    shown = layouts if max_rows is None else layouts[:max_rows]
-    for vl in shown:
-        g = vl.geometry
-        rule = (report.plan.rules[vl.match.rule].key if vl.source == "rule"
-                else "<own layout>" if vl.source == "own" else "—")
-        style = STATUS_STYLE[vl.status]
-        status = f"[{style}]{vl.status}[/]" if style else vl.status
+    frame = report.variables
+    shown = frame if max_rows is None else frame.head(max_rows)
+    for v in shown.itertuples(index=False):
+        error = v.status == "error"
+        style = STATUS_STYLE[v.status]
+        status = f"[{style}]{v.status}[/]" if style else v.status
         table.add_row(
-            vl.info.path, _shape(vl.info.shape), vl.info.dtype,
-            format_spec(g.spec) if vl.error is None else f"{tuple(vl.axes)!r}",
-            rule, _shape(g.shard_shape) if vl.error is None else "—",
-            human_bytes(g.bytes_per_device), status,
+            v.path, _shape(v.shape), v.dtype,
+            f"{tuple(v.spec)!r}" if error else format_spec(v.spec),
+            v.rule or "—", _shape(v.shard_shape), human_bytes(v.bytes_per_device), status,
         )
-    if max_rows is not None and len(layouts) > max_rows:
-        table.caption = f"... {len(layouts) - max_rows} more; see report.variables"
+    if max_rows is not None and len(frame) > max_rows:
+        table.caption = f"... {len(frame) - max_rows} more; see report.variables"
     return table
 
 
 def activations_table(report, max_rows: int | None = 40):
     from rich.table import Table
 
-    table = Table(title=f"Activations ({report.trace.mode} forward pass)", expand=False)
+    table = Table(title=f"Activations ({report.pass_name})", expand=False)
     for col in ("output path", "shape", "requested", "actual", "shard", "per device", "ok"):
         table.add_column(col, no_wrap=col in ("output path", "shape", "requested", "actual",
                                               "shard"),
                          justify="right" if col in ("shape", "shard", "per device") else "left")
-    acts = report.trace.activations
-    for a in acts if max_rows is None else acts[:max_rows]:
-        ok = {None: "", True: "[green]yes[/]", False: "[bold red]DROPPED[/]"}[a.honored]
-        if a.uneven and a.honored:
-            ok = "[yellow]uneven[/]"
-        name = a.label
-        table.add_row(name, _shape(a.shape),
-                      format_spec(a.requested_spec) if a.requested is not None else "—",
+    frame = report.activations
+    shown = frame if max_rows is None else frame.head(max_rows)
+    for a in shown.itertuples(index=False):
+        table.add_row(a.label, _shape(a.shape),
+                      format_spec(a.requested_spec) if a.requested_spec is not None else "—",
                       format_spec(a.actual_spec), _shape(a.shard_shape),
-                      human_bytes(a.bytes_per_device or 0), ok)
-    if max_rows is not None and len(acts) > max_rows:
-        table.caption = f"... {len(acts) - max_rows} more; see report.activations"
+                      human_bytes(a.bytes_per_device or 0), OK_STYLE[a.ok])
+    if max_rows is not None and len(frame) > max_rows:
+        table.caption = f"... {len(frame) - max_rows} more; see report.activations"
     return table
 
 
@@ -105,20 +101,18 @@ def collectives_table(report):
     table = Table(title="Collectives (compiled HLO, per device)", expand=False)
     for col in ("kind", "layer", "pass", "over axes", "bytes"):
         table.add_column(col, justify="right" if col == "bytes" else "left")
-    for c in report.trace.collectives:
-        axes = ", ".join(c.axes) or "—"
-        if not c.complete:
-            axes += f" (groups of {c.group_size})"
-        table.add_row(c.kind + (" (async)" if c.async_ else ""), c.layer or "—", c.pass_,
-                      axes, human_bytes(c.bytes_per_device))
-    if not report.trace.collectives:
+    frame = report.collectives
+    for c in frame.to_dict("records"):
+        table.add_row(c["kind"] + (" (async)" if c["async"] else ""), c["layer"] or "—",
+                      c["pass"], c["over"], human_bytes(c["bytes_per_device"]))
+    if frame.empty:
         table.caption = "none: every device computes its part alone"
     return table
 
 
 def memory_line(report) -> str:
-    m = report.trace.memory
-    flops = f", {m['flops']:,.0f} flops" if m.get("flops") is not None else ""
+    m = report.memory.iloc[0]
+    flops = f", {report.flops:,.0f} flops" if report.flops is not None else ""
     return (f"Memory per device (XLA): arguments {human_bytes(m['argument_bytes'])}, outputs "
             f"{human_bytes(m['output_bytes'])}, temporaries {human_bytes(m['temp_bytes'])}{flops}")
 
@@ -127,12 +121,12 @@ def report_renderables(report, max_rows: int | None = 40):
     from rich.text import Text
 
     yield Text(summary_line(report), style="bold")
-    for note in report.scan.notes:
+    for note in report.notes:
         yield Text("note: " + note, style="dim")
     if report.problem_list:
         yield problems_table(report)
     yield variables_table(report, max_rows)
-    if report.trace is not None:
+    if report.pass_name is not None:
         yield activations_table(report, max_rows)
         yield collectives_table(report)
         yield Text(memory_line(report))

@@ -86,9 +86,7 @@ class Explorer:
 
     def set_plan(self, plan) -> None:
         """Replace the current plan (a Plan, Keras distribution or plan dict)."""
-        error = self.propose(lambda _: as_plan(plan), raise_errors=True)
-        if error:
-            raise ShardvizError("The plan was not applied.")
+        self.propose(lambda _: as_plan(plan), raise_errors=True)
 
     def run(self) -> None:
         """Run the forward pass (or train step) under the current plan."""
@@ -313,10 +311,11 @@ class Explorer:
 
     def _update_paths(self):
         needle = self.filter.value.strip().lower()
-        paths = [(p, p) for p in self.report.scan.variable_paths]
+        paths = [(p, p) for p in self.report.paths]
         if self.traced is not None:
-            paths += [(f"→ {a.label}", f"{a.path}#{a.call}#{a.index}")
-                      for a in self.traced.trace.activations]
+            acts = self.traced.activations
+            paths += [(f"→ {label}", f"{path}#{call}#{index}") for label, path, call, index
+                      in zip(acts["label"], acts["path"], acts["call"], acts["output"])]
         options = [o for o in paths if needle in o[0].lower()] if needle else paths
         current = self.picker.value
         set_if_changed(self.picker, "options", tuple(options))

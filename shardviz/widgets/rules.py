@@ -28,47 +28,12 @@ def suggestions(report, limit: int = 2000) -> list[str]:
 
 
 def rule_feedback(report) -> list[tuple[str, str, int | None]]:
-    """For each rule: ``(level, text, rank)``: level ``"ok"``, ``"warn"`` or
-    ``"error"``, a short text for its row, and the rank of what it matches."""
-    plan = report.plan
-    matches = [(vl.match, len(vl.info.shape)) for vl in report.variable_layouts]
-    matches += [(ol.match, len(ol.info.shapes[0]) if ol.info.shapes else None)
-                for ol in report.output_layouts]
-    names = set(plan.axis_names)
-    out = []
-    for i, (rule, usage) in enumerate(zip(plan.rules, report.rule_usage)):
-        ranks = sorted({r for m, r in matches if i in m.candidates and r is not None})
-        rank = ranks[0] if len(ranks) == 1 else (max(ranks) if ranks else None)
-        error = regex_error(rule.key)
-        unknown = [a for a in rule.axes if a is not None and a not in names]
-        dupes = [k for k in range(i) if plan.rules[k].key == rule.key]
-        conflicts = sorted({k for m, _ in matches if m.how == "conflict" and i in m.candidates
-                            for k in m.candidates if k != i})
-        if error:
-            out.append(("error", f"invalid regex: {error}", rank))
-        elif dupes:
-            out.append(("error", f"same key as rule {dupes[0]}", rank))
-        elif unknown:
-            out.append(("error", f"unknown axis {unknown[0]!r}; mesh axes: {sorted(names)}", rank))
-        elif conflicts:
-            path = next(m.path for m, _ in matches if m.how == "conflict" and i in m.candidates)
-            out.append(("error", f"conflicts with rule {conflicts[0]} on {path!r}", rank))
-        elif usage["status"] == "blocked":
-            out.append(("warn", f"matches {usage['matches']}, but an invalid rule makes Keras fail",
-                        rank))
-        elif usage["status"] == "unused":
-            out.append(("warn", "matches nothing", None))
-        elif usage["status"] == "shadowed":
-            out.append(("warn", f"matches {usage['matches']}, but exact keys win", rank))
-        else:
-            what = "path" if usage["wins"] == 1 else "paths"
-            text = f"✓ {usage['wins']} {what}"
-            if rank is not None:
-                text += f", rank {rank}" if len(ranks) == 1 else f", ranks {ranks}"
-                if len(rule.axes) != rank and len(ranks) == 1:
-                    text += f" (rule has {len(rule.axes)} entries)"
-            out.append(("ok" if len(rule.axes) == (rank or len(rule.axes)) else "warn", text, rank))
-    return out
+    """For each rule: ``(level, text, rank)``, read off ``report.rules``:
+    level ``"ok"``, ``"warn"`` or ``"error"``, a short text for its row, and
+    the rank of what it matches (the largest, if several)."""
+    rules = report.rules
+    return [(level, text, max(ranks) if ranks else None)
+            for level, text, ranks in zip(rules["level"], rules["feedback"], rules["ranks"])]
 
 
 COLOURS = {"ok": "#1b7f3b", "warn": "#8a5a00", "error": "#b00020"}
@@ -213,13 +178,8 @@ class RuleEditor:
         self._say(error)
 
     def _rank_of(self, key: str) -> int:
+        """The rank a new rule for ``key`` should have: that of what it
+        matches (1 when it matches nothing, or is not a valid regex)."""
         report = self._report
-        if report is None or regex_error(key):
-            return 1
-        for vl in report.variable_layouts:
-            if vl.info.path == key or re.fullmatch(key, vl.info.path):
-                return max(1, len(vl.info.shape))
-        for ol in report.output_layouts:
-            if ol.info.shapes and (ol.info.path == key or re.fullmatch(key, ol.info.path)):
-                return max(1, len(ol.info.shapes[0]))
-        return 1
+        ranks = report.ranks_of(key) if report is not None else []
+        return max(1, ranks[0]) if ranks else 1
