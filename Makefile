@@ -11,7 +11,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || command -v sudo)
 # JupyterLab refuses to run as root unless told; containers often are root.
 LAB_FLAGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup browser lab test notebooks bench clean
+.PHONY: setup browser lab lint test notebooks bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,7 +32,12 @@ lab: setup
 
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
-test: setup browser
+# Lint and types first: a lint error fails the suite.
+lint: setup
+	$(BIN)/ruff check shardviz tests bench
+	$(BIN)/mypy
+
+test: setup browser lint
 	SHARDVIZ_REQUIRE_BROWSER=1 SHARDVIZ_REQUIRE_HUB=1 $(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(NBVAL) tests notebooks
 
 # Re-execute every notebook and store it with its outputs.

@@ -17,15 +17,15 @@ from __future__ import annotations
 import time
 
 from . import checks
-from .format import plural
 from .errors import Problem, ShardvizError
+from .format import plural
 from .geometry import mesh_model
 from .layouts import output_layouts, variable_layouts
+from .model_scan import Scan
+from .model_scan import scan as scan_model
 from .plan import as_plan
 from .report import Report
-from .model_scan import Scan, scan as scan_model
 from .trace import trace as run_trace
-
 
 BLOCKING = {"conflict", "indivisible", "rank-mismatch", "unknown-axis", "duplicate-axis",
             "invalid-regex", "duplicate-rule", "batch-axis", "multi-output-rule"}
@@ -48,7 +48,7 @@ def analyze(model_or_builder, plan, inputs=None, *, mode: str | None = None,
 
     Args:
         model_or_builder: a built Keras model, a zero-argument builder, or a
-            :class:`~shardviz.scan.Scan` from :func:`shardviz.scan` (reuse a
+            :class:`~shardviz.model_scan.Scan` from :func:`shardviz.scan` (reuse a
             scan to re-analyse quickly after an edit).
         plan: a :class:`~shardviz.Plan`, a Keras ``ModelParallel`` /
             ``DataParallel`` / ``LayoutMap``, or a plan dict.

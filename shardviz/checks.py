@@ -11,8 +11,8 @@ from .format import format_spec, human_bytes, plural
 from .geometry import MeshModel
 from .layouts import OutputLayout, VariableLayout
 from .match import regex_error, rule_usage
-from .plan import Plan
 from .model_scan import Scan
+from .plan import Plan
 
 DEFAULT_REPLICATED_THRESHOLD = 16 * 2**20
 """Variables at least this large (bytes) left fully replicated are flagged."""

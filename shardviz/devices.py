@@ -12,9 +12,8 @@ after the imports; a notebook that calls it late has to restart its kernel.
 from __future__ import annotations
 
 from ._adapters.jax import backend_started
-from .format import plural
 from .errors import ShardvizError
-
+from .format import plural
 
 MAX_SIMULATED_DEVICES = 2048
 """The most CPU devices shardviz simulates. JAX starts 2,048 devices in about

@@ -39,7 +39,7 @@ class GeometryError(ShardvizError):
 
 
 @functools.lru_cache(maxsize=256)
-def mesh_model(mesh, abstract: bool | None = None) -> "MeshModel":
+def mesh_model(mesh, abstract: bool | None = None) -> MeshModel:
     """The (cached) :class:`MeshModel` of ``((name, size), ...)``.
 
     >>> mesh_model((("batch", 2),), abstract=True) is mesh_model((("batch", 2),), abstract=True)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .format import plural
 from .errors import ShardvizError
+from .format import plural
 
 
 def _is_shape(x) -> bool:

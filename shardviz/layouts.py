@@ -1,6 +1,6 @@
 """Layouts: what a plan does to each variable and each output path.
 
-This joins a :class:`~shardviz.scan.Scan` and a :class:`~shardviz.plan.Plan`:
+This joins a :class:`~shardviz.model_scan.Scan` and a :class:`~shardviz.plan.Plan`:
 Keras-exact matching decides which rule (or the variable's own layout) gives
 each path its axes, and :mod:`shardviz.geometry` turns the axes into shards.
 Nothing here draws or prints; :class:`~shardviz.report.Report` holds the
@@ -14,8 +14,8 @@ import functools
 
 from .geometry import GeometryError, MeshModel, TensorGeometry, geometry_of, replicated_geometry
 from .match import Match
-from .plan import Plan
 from .model_scan import OutputInfo, Scan, VariableInfo
+from .plan import Plan
 
 
 class VariableLayout:

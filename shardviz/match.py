@@ -8,7 +8,7 @@ Keras's lookup of ``layout_map[path]``:
    and the variable is silently replicated (or the output left alone).
 
 On top of the answer Keras gives, a :class:`Match` says which other rules
-also matched, and :func:`unused_rules` lists the rules that match nothing,
+also matched, and :func:`rule_usage` says which rules match nothing,
 the most common silent mistake.
 
 >>> rules = ["d1/kernel", ".*kernel", ".*d1.*"]
@@ -30,6 +30,7 @@ import functools
 import re
 import threading
 from collections.abc import Sequence
+
 
 @dataclasses.dataclass(frozen=True)
 class Match:

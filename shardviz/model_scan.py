@@ -35,12 +35,16 @@ import math
 import time
 
 from ._adapters import keras as keras_adapter
-from .format import plural
-from .match import PathIndex, RuleMatcher
 from .errors import ShardvizError
-from .inputs import (call_args, check_against_model, model_input_specs, normalize_inputs,
-                     placeholder_inputs)
-
+from .format import plural
+from .inputs import (
+    call_args,
+    check_against_model,
+    model_input_specs,
+    normalize_inputs,
+    placeholder_inputs,
+)
+from .match import PathIndex, RuleMatcher
 
 OUTPUT_SUFFIX = "/output"
 

@@ -31,9 +31,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import Problem, ShardvizError
 from .format import plural
 from .match import regex_error
-from .errors import Problem, ShardvizError
 
 SCHEMA = "shardviz.plan"
 SCHEMA_VERSION = 1
@@ -588,7 +588,8 @@ class Plan:
             mesh, items, batch = obj.device_mesh, keras_adapter.layout_map_items(obj), None
         elif isinstance(obj, kd.ModelParallel):
             layout_map = keras_adapter.model_parallel_layout_map(obj)
-            mesh, items, batch = obj.device_mesh, keras_adapter.layout_map_items(layout_map), obj.batch_dim_name
+            items = keras_adapter.layout_map_items(layout_map)
+            mesh, batch = obj.device_mesh, obj.batch_dim_name
         elif isinstance(obj, kd.DataParallel):
             mesh, items, batch = obj.device_mesh, [], obj.batch_dim_name
         else:

@@ -28,8 +28,8 @@ from .errors import SEVERITIES, Problem, ShardvizError
 from .format import plural
 from .geometry import MeshModel, TensorGeometry
 from .layouts import OutputLayout, VariableLayout
-from .plan import Plan
 from .model_scan import Scan
+from .plan import Plan
 
 VARIABLE_COLUMNS = [
     "path", "layer", "shape", "dtype", "params", "bytes", "spec", "rule", "match",
@@ -277,7 +277,8 @@ class Report:
             ok = {None: "", True: "yes", False: "dropped"}[a.honored]
             if a.uneven and a.honored:
                 ok = "uneven"
-            for c, v in (("path", a.path), ("label", a.label), ("ok", ok), ("layer", a.layer), ("layer_class", a.layer_class),
+            for c, v in (("path", a.path), ("label", a.label), ("ok", ok), ("layer", a.layer),
+                         ("layer_class", a.layer_class),
                          ("call", a.call), ("output", a.index), ("shape", a.shape),
                          ("dtype", a.dtype),
                          ("rule", a.rule), ("requested_spec", a.requested_spec),

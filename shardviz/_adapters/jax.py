@@ -151,9 +151,8 @@ def visualize_sharding_text(shape, sharding, width: int = 80) -> str:
     """
     import io
 
-    import rich.console
-
     import jax
+    import rich.console
 
     buf = io.StringIO()
     with _rich_lock:

@@ -163,6 +163,9 @@ def current_layer():
     Keras opens a name scope with ``caller=layer`` around every layer call,
     and looks up ``current_path() + "/output"`` inside it; this tells which
     layer a ``get_tensor_layout`` lookup is for.
+
+    Reason: the name-scope stack is private Keras state. Waits for a public
+    "current layer" query (or a lookup that passes the layer).
     """
     from keras.src.backend.common import global_state
 
@@ -198,6 +201,9 @@ def variable_own_layout(variable):
 
     Keras's ``ModelParallel.get_variable_layout`` returns ``variable._layout``
     before it consults the LayoutMap.
+
+    Reason: that layout is private (``_layout``). Waits for a public
+    ``Variable.layout``.
     """
     layout = getattr(variable, "_layout", None)
     if layout is None:
@@ -261,6 +267,10 @@ def observing_outputs(on_output, base=None):
     when nothing matched) and ``apply(outputs)`` applies it exactly as Keras
     would; ``error`` is the exception ``base``'s lookup raised (a rule
     conflict), or None.
+
+    Reason: the observing distribution subclasses Keras's ``Distribution``
+    base class, which is not exported. Waits for a public per-layer output
+    hook (see ``_output_hook``).
     """
     keras()
     from keras.src.distribution import distribution_lib as dl  # the base class is not exported
@@ -365,7 +375,6 @@ def _deferring_constants(original):
         if initializer is not None and not callable(initializer) and not isinstance(
                 initializer, str):
             import numpy as np
-
             from keras.src.backend.common.variables import standardize_dtype
 
             value = np.asarray(initializer)

@@ -14,7 +14,6 @@ import io
 import math
 
 import numpy as np
-
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure

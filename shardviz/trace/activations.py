@@ -19,8 +19,8 @@ import math
 
 from .._adapters.jax import watch_sharding
 from ..errors import ShardvizError
-from ..model_scan import layer_path
 from ..geometry import MeshModel, SubAxis, entry_size, itemsize, spec_from_hlo, spec_from_sharding
+from ..model_scan import layer_path
 
 
 @dataclasses.dataclass

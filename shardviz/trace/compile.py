@@ -12,7 +12,6 @@ from .._adapters.jax import capturing_shardings
 from ..errors import ShardvizError
 from . import hlo
 
-
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 

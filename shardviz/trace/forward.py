@@ -18,8 +18,13 @@ import numpy as np
 from .._adapters import keras as keras_adapter
 from ..errors import Problem, ShardvizError
 from ..geometry import MeshModel
-from ..inputs import (call_args, check_against_model, input_arrays, model_input_specs,
-                      normalize_inputs)
+from ..inputs import (
+    call_args,
+    check_against_model,
+    input_arrays,
+    model_input_specs,
+    normalize_inputs,
+)
 from . import hlo
 from .activations import Activation, Recorder
 from .compile import collectives_of, compile_pass

@@ -12,9 +12,9 @@ from ..errors import Problem
 from ..geometry import GeometryError, geometry_of, itemsize, spec_from_sharding
 from ..inputs import call_args
 from ..match import RuleMatcher
+from . import hlo
 from .activations import Recorder
 from .compile import collectives_of, compile_pass
-from . import hlo
 
 
 @dataclasses.dataclass

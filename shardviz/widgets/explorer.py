@@ -22,7 +22,8 @@ import ipywidgets as widgets
 
 from ..analysis import analyze
 from ..errors import ShardvizError
-from ..model_scan import Scan, scan as scan_model
+from ..model_scan import Scan
+from ..model_scan import scan as scan_model
 from ..plan import Plan, as_plan
 from ..render.html import collectives_html, problems_html, styled, variables_html
 from ..render.text import summary_line

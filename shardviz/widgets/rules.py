@@ -8,7 +8,7 @@ import re
 import ipywidgets as widgets
 
 from ..errors import ShardvizError
-from ..plan import Plan, regex_error
+from ..plan import Plan
 from .common import set_if_changed
 
 NONE = "—"
