@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from typing import Any
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
@@ -43,7 +44,7 @@ _LAZY = {
 __all__ = ["simulate_devices", "Plan", "Rule", "Problem", "ShardvizError", *_LAZY]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         module, attr = _LAZY[name]
         value = importlib.import_module(module)
@@ -53,5 +54,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'shardviz' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))

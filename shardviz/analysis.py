@@ -15,6 +15,7 @@ Keras matches a key against the whole path (re.fullmatch). Did you mean '.*d1/ke
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from . import checks
 from .errors import Problem, ShardvizError
@@ -32,8 +33,9 @@ BLOCKING = {"conflict", "indivisible", "rank-mismatch", "unknown-axis", "duplica
 """Error kinds that make Keras refuse the plan before the forward pass runs."""
 
 
-def analyze(model_or_builder, plan, inputs=None, *, mode: str | None = None,
-            train_step: bool = False, optimizer=None, progress=None,
+def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
+            mode: str | None = None, train_step: bool = False, optimizer: object = None,
+            progress: Callable[[str], object] | None = None,
             replicated_threshold: int = checks.DEFAULT_REPLICATED_THRESHOLD,
             abstract_mesh: bool | None = None) -> Report:
     """Analyse how ``plan`` lays out a model, and with ``inputs`` run it.
@@ -107,6 +109,7 @@ def analyze(model_or_builder, plan, inputs=None, *, mode: str | None = None,
                 path=trace_error.path, rule=trace_error.rule, layer=trace_error.layer,
             ))
         else:
+            assert traced is not None  # the pass ran, since it left no error
             problems += checks.activation_problems(plan, traced)
             problems += traced.problems
     return Report(

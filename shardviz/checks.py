@@ -10,7 +10,7 @@ from .errors import Problem
 from .format import format_spec, human_bytes, plural
 from .geometry import MeshModel
 from .layouts import OutputLayout, VariableLayout
-from .match import regex_error, rule_usage
+from .match import Match, regex_error, rule_usage
 from .model_scan import Scan
 from .plan import Plan
 
@@ -114,6 +114,7 @@ def output_problems(plan: Plan, outputs: list[OutputLayout]) -> list[Problem]:
             continue
         if ol.axes is None:
             continue
+        assert m.rule is not None  # an output has axes only when a rule wins it
         rule = plan.rules[m.rule].key
         if info.symbolic_structure:
             n = len(info.shapes)
@@ -208,7 +209,7 @@ def rule_feedback(plan: Plan, var_layouts, out_layouts, usage) -> list[dict]:
     n = len(plan.rules)
     ranks: list[set] = [set() for _ in range(n)]
     conflicts: list[dict] = [{} for _ in range(n)]
-    tensors = [(vl.match, len(vl.info.shape)) for vl in var_layouts]
+    tensors: list[tuple[Match, int | None]] = [(vl.match, len(vl.info.shape)) for vl in var_layouts]
     tensors += [(ol.match, len(ol.info.shapes[0]) if ol.info.shapes else None)
                 for ol in out_layouts]
     for m, rank in tensors:

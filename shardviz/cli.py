@@ -91,7 +91,7 @@ def parse_rule(text: str) -> tuple[str, tuple]:
     key, axes = text.rsplit("=", 1)
     if not key:
         raise UsageError(f"--rule {text!r} has an empty key")
-    out = []
+    out: list[str | None] = []
     for token in axes.split(","):
         token = token.strip()
         if token in ("None", "none", "-", ""):
@@ -112,6 +112,7 @@ def parse_inputs(text: str):
     import jax
     import jax.numpy as jnp
 
+    dtype: str | jnp.dtype
     shape_text, _, dtype = text.partition(":")
     if not re.fullmatch(r"\d+(x\d+)*", shape_text.strip()):
         raise UsageError(f"--inputs {text!r} is not a shape like 8x128 or 8x128:int32")
@@ -162,9 +163,11 @@ def load_builder(target: str):
             if not os.path.exists(module_name):
                 raise UsageError(f"no such file {module_name!r}")
             spec = importlib.util.spec_from_file_location("_shardviz_builder", module_name)
-            module = importlib.util.module_from_spec(spec)
+            # Ignores: spec (or its loader) is None for a file Python cannot import; the
+            # AttributeError that follows is reported as a UsageError below.
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
             sys.path.insert(0, os.path.dirname(os.path.abspath(module_name)))
-            spec.loader.exec_module(module)
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
         else:
             sys.path.insert(0, os.getcwd())
             module = importlib.import_module(module_name)

@@ -80,7 +80,7 @@ class Problem:
     rule: str | None = None
     layer: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(
                 f"Problem severity must be one of {SEVERITIES}, got {self.severity!r}"

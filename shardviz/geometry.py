@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import Any
 
 import numpy as np
 
@@ -145,7 +146,7 @@ class TensorGeometry:
     mesh: MeshModel = dataclasses.field(repr=False, compare=False)
     sharded: bool = dataclasses.field(default=False, repr=False)
     """Whether any dimension is split."""
-    actual: object = dataclasses.field(default=None, repr=False, compare=False)
+    actual: Any = dataclasses.field(default=None, repr=False, compare=False)
     """The sharding XLA chose, for a traced value (it may split part of an
     axis, which no PartitionSpec names)."""
 
@@ -396,7 +397,7 @@ def spec_from_hlo(hlo_sharding, axis_names, mesh_shape, device_ids, ndim: int):
         return None
     per_dim = []
     for j, n in enumerate(dims):
-        index = [0] * len(dims)
+        index: list[int | slice] = [0] * len(dims)
         index[j] = slice(None)
         seq = tiles[tuple(index)] - tiles.flat[0]
         flat = _flat_factors(seq) if n > 1 else []
@@ -409,7 +410,7 @@ def spec_from_hlo(hlo_sharding, axis_names, mesh_shape, device_ids, ndim: int):
                 return None
             pieces += mesh_pieces
         pieces.reverse()  # major first
-        merged = []
+        merged: list[tuple[int, int, int]] = []
         for axis, within, size in pieces:
             if merged and merged[-1][0] == axis and merged[-1][1] == within * size:
                 merged[-1] = (axis, within, merged[-1][2] * size)

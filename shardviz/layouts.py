@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import TYPE_CHECKING
 
 from .geometry import GeometryError, MeshModel, TensorGeometry, geometry_of, replicated_geometry
 from .match import Match
 from .model_scan import OutputInfo, Scan, VariableInfo
 from .plan import Plan
+
+if TYPE_CHECKING:
+    from .errors import Problem
 
 
 class VariableLayout:
@@ -43,7 +47,7 @@ class VariableLayout:
         self.geometry, self.error = geometry, error
         self.status = "error" if error is not None else (
             "sharded" if geometry.sharded else "replicated")
-        self.problems = None
+        self.problems: tuple[int, list[Problem]] | None = None
         """``(threshold, problems)``, kept by :func:`shardviz.checks.variable_problems`."""
 
     def __repr__(self) -> str:
@@ -128,6 +132,7 @@ def _layout(info: VariableInfo, m: Match, plan: Plan, mesh: MeshModel) -> Variab
         geometry, error = _geometry_or_error(mesh, info.shape, info.dtype, axes)
     if error is not None:
         geometry = replicated_geometry(info.shape, info.dtype, mesh)
+    assert geometry is not None  # without an error, the geometry was computed
     return VariableLayout(info, m, source, axes, geometry, error)
 
 

@@ -30,6 +30,7 @@ import functools
 import re
 import threading
 from collections.abc import Sequence
+from typing import Any, cast
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +90,7 @@ class RuleMatcher:
         if cached is None:
             pattern = compiled(key)
             if pattern is None:
-                cached = regex_error(key)
+                cached = cast(str, regex_error(key))  # not None: the key did not compile
             else:
                 cached = frozenset(i for i, p in enumerate(self.paths) if pattern.fullmatch(p))
             self._hits[key] = cached
@@ -127,9 +128,11 @@ class RuleMatcher:
         changed = [i for i, (a, b) in enumerate(zip(last, keys)) if a != b]
         old_out, old_cands = self._answers[last]
         cands = dict(old_cands)
-        touched = set()
+        touched: set[int] = set()
         for i in changed:
-            old_hits, new_hits = self.hits(last[i]), self.hits(keys[i])
+            # Every key is a valid regex (checked above), so its hits are a frozenset.
+            old_hits = cast(frozenset[int], self.hits(last[i]))
+            new_hits = cast(frozenset[int], self.hits(keys[i]))
             touched |= old_hits | new_hits
             for key in (last[i], keys[i]):
                 if key in self._index:
@@ -148,7 +151,8 @@ class RuleMatcher:
             out[p] = self._resolve(p, cands.get(p, ()), first, ())
         return out, cands
 
-    def _resolve(self, p: int, cands: tuple, first: dict, errors: list) -> Match:
+    def _resolve(self, p: int, cands: tuple, first: dict,
+                 errors: Sequence[tuple[int, str, str]]) -> Match:
         path = self.paths[p]
         exact = first.get(path)
         if exact is not None:
@@ -164,7 +168,7 @@ class RuleMatcher:
         return Match(path, "none", None, ())
 
     def _match_all(self, keys: tuple):
-        first = {}
+        first: dict[str, int] = {}
         for i, k in enumerate(keys):
             first.setdefault(k, i)
         lists: dict[int, list[int]] = {}
@@ -210,7 +214,7 @@ def rule_usage(keys: Sequence[str], matches: Sequence[Match]) -> list[dict]:
     >>> [u["status"] for u in rule_usage(["a/kernel", ".*a.*", "x"], ms)]
     ['used', 'shadowed', 'unused']
     """
-    usage = [{"index": i, "key": k, "matches": 0, "wins": 0, "status": "unused"}
+    usage: list[dict[str, Any]] = [{"index": i, "key": k, "matches": 0, "wins": 0, "status": "unused"}
              for i, k in enumerate(keys)]
     for m in matches:
         for i in m.candidates:

@@ -33,6 +33,8 @@ import dataclasses
 import functools
 import math
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._adapters import keras as keras_adapter
 from .errors import ShardvizError
@@ -45,6 +47,9 @@ from .inputs import (
     placeholder_inputs,
 )
 from .match import PathIndex, RuleMatcher
+
+if TYPE_CHECKING:
+    from .layouts import LayoutMemo
 
 OUTPUT_SUFFIX = "/output"
 
@@ -173,7 +178,7 @@ class Scan:
         }
 
     @functools.cached_property
-    def layout_memo(self):
+    def layout_memo(self) -> LayoutMemo:
         """The last variable layouts computed for this scan (see
         :func:`shardviz.layouts.variable_layouts`)."""
         from .layouts import LayoutMemo
@@ -193,7 +198,7 @@ class Scan:
         )
 
 
-def model_kind(model) -> str:
+def model_kind(model: object) -> str:
     k = keras_adapter.keras()
     if isinstance(model, k.Sequential):
         return "sequential"
@@ -202,20 +207,22 @@ def model_kind(model) -> str:
     return "subclassed"
 
 
-def _is_layer(obj) -> bool:
+def _is_layer(obj: object) -> bool:
     return isinstance(obj, keras_adapter.keras().layers.Layer)
 
 
-def build_model(builder):
+def build_model(builder: Callable[[], Any]) -> tuple[Any, list[tuple]]:
     """Call a zero-argument builder with deferred variables, recording the
     output lookups Keras makes while it builds."""
-    seen = []
+    seen: list[tuple] = []
 
-    def on_output(path, layer, outputs, layout, apply, error):
+    def on_output(path: str, layer: object, outputs: Any, layout: object, apply: object,
+                  error: object) -> Any:
         seen.append((path, layer, _shapes(outputs), keras_adapter.is_symbolic_structure(outputs)))
         return outputs
 
     name = getattr(builder, "__name__", repr(builder))
+    error: Exception | None
     with keras_adapter.deferred_variables(), keras_adapter.observing_outputs(on_output):
         try:
             model = builder()
@@ -244,14 +251,15 @@ def build_model(builder):
     return model, seen
 
 
-def _shapes(outputs):
+def _shapes(outputs: object) -> tuple[tuple[int, ...], ...]:
     import jax
 
     leaves = jax.tree_util.tree_leaves(outputs, is_leaf=lambda x: hasattr(x, "shape"))
     return tuple(tuple(getattr(x, "shape", ())) for x in leaves)
 
 
-def _dedupe(records, calls: bool, structured=frozenset()):
+def _dedupe(records: Sequence[tuple], calls: bool,
+            structured: frozenset[str] = frozenset()) -> tuple[OutputInfo, ...]:
     """One OutputInfo per path, in first-call order. ``calls``: whether each
     record is a call (a forward pass), rather than a lookup Keras may repeat
     while it builds."""
@@ -276,14 +284,15 @@ def _dedupe(records, calls: bool, structured=frozenset()):
     return tuple(out)
 
 
-def forward_lookups(model, input_specs):
+def forward_lookups(model: Any, input_specs: object) -> list[tuple]:
     """The output lookups of an abstract forward pass (``stateless_call``,
     as ``fit`` and ``predict`` call the model on JAX), in call order."""
     import jax
 
-    seen = []
+    seen: list[tuple] = []
 
-    def on_output(path, layer, outputs, layout, apply, error):
+    def on_output(path: str, layer: object, outputs: Any, layout: object, apply: object,
+                  error: object) -> Any:
         seen.append((path, layer, _shapes(outputs), False))
         return outputs
 
@@ -292,7 +301,7 @@ def forward_lookups(model, input_specs):
         jax.ShapeDtypeStruct(tuple(v.shape), v.dtype) for v in model.non_trainable_variables
     ]
 
-    def forward(tv, ntv, x):
+    def forward(tv: list, ntv: list, x: object) -> Any:
         with keras_adapter.deferred_variables(), keras_adapter.observing_outputs(on_output):
             outputs, _ = model.stateless_call(tv, ntv, *call_args(model, x))
         return outputs
@@ -301,7 +310,7 @@ def forward_lookups(model, input_specs):
     return seen
 
 
-def scan(model_or_builder, inputs=None) -> Scan:
+def scan(model_or_builder: Any, inputs: object = None) -> Scan:
     """Scan a built Keras model, or a zero-argument builder of one.
 
     Args:
@@ -319,7 +328,7 @@ def scan(model_or_builder, inputs=None) -> Scan:
     """
     start = time.perf_counter()
     notes = []
-    build_records = []
+    build_records: list[tuple] = []
     if _is_layer(model_or_builder):
         model, built_by_shardviz = model_or_builder, False
     elif callable(model_or_builder):
@@ -369,6 +378,7 @@ def scan(model_or_builder, inputs=None) -> Scan:
     if specs is None and model_specs is not None:
         specs = placeholder_inputs(model_specs)
 
+    outputs: tuple[OutputInfo, ...]
     outputs, source = (), "none"
     structured = frozenset(r[0] for r in build_records if r[3])
     if specs is not None:

@@ -28,8 +28,8 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from .errors import Problem, ShardvizError
 from .format import plural
@@ -52,7 +52,7 @@ class Rule:
     key: str
     axes: Axes
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not self.key:
             raise ShardvizError(
                 f"A rule key must be a non-empty string, got {self.key!r}.",
@@ -70,7 +70,16 @@ class Rule:
         return f"Rule({self.key!r}, {self.axes!r})"
 
 
-def _normalize_axes(axes, key) -> Axes:
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    MeshArg: TypeAlias = Mapping[str, int] | Iterable[tuple[str, int]]
+    """A mesh as given: axis name to size, or ``(name, size)`` pairs, in order."""
+    RulesArg: TypeAlias = Mapping[str, Axes] | Iterable[Rule | tuple[str, Axes]] | None
+    """Rules as given: ``key -> axes``, or ``(key, axes)`` pairs or Rules, in order."""
+
+
+def _normalize_axes(axes: object, key: str) -> Axes:
     if isinstance(axes, (set, frozenset, Mapping)):
         kind = "a set, whose order is arbitrary" if isinstance(axes, (set, frozenset)) \
             else "a mapping"
@@ -123,7 +132,7 @@ a non-ASCII character or a backslash, and names with quotes, commas, '=' or
 brackets cannot be read back from XLA's program text."""
 
 
-def as_int(value, what: str) -> int:
+def as_int(value: object, what: str) -> int:
     """An int from a Python or NumPy integer (not a bool, not a float).
 
     >>> import numpy as np
@@ -137,7 +146,7 @@ def as_int(value, what: str) -> int:
     return int(value)
 
 
-def check_axis_name(name, where: str = "Mesh axis name") -> str:
+def check_axis_name(name: object, where: str = "Mesh axis name") -> str:
     """Refuse axis names XLA cannot take, naming the axis and what is allowed.
 
     >>> check_axis_name("model")
@@ -160,7 +169,7 @@ def check_axis_name(name, where: str = "Mesh axis name") -> str:
     return name
 
 
-def _normalize_mesh(mesh) -> tuple[tuple[str, int], ...]:
+def _normalize_mesh(mesh: Any) -> tuple[tuple[str, int], ...]:
     if isinstance(mesh, Mapping):
         items = list(mesh.items())
     elif isinstance(mesh, (str, bytes, set, frozenset)):
@@ -207,7 +216,7 @@ def _normalize_mesh(mesh) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def _normalize_rules(rules) -> tuple[Rule, ...]:
+def _normalize_rules(rules: Any) -> tuple[Rule, ...]:
     if rules is None:
         return ()
     if isinstance(rules, Mapping):
@@ -261,7 +270,7 @@ class Plan:
     rules: tuple[Rule, ...]
     batch_axis: str
 
-    def __init__(self, mesh, rules=(), batch_axis: str | None = None):
+    def __init__(self, mesh: MeshArg, rules: RulesArg = (), batch_axis: str | None = None) -> None:
         mesh = _normalize_mesh(mesh)
         rules = _normalize_rules(rules)
         if batch_axis is None:
@@ -325,7 +334,7 @@ class Plan:
         return cls({axis: n})
 
     @classmethod
-    def model_parallel(cls, n: int, rules=(), axis: str = "model") -> Plan:
+    def model_parallel(cls, n: int, rules: RulesArg = (), axis: str = "model") -> Plan:
         """Shard variables over ``n`` devices by ``rules``; no data parallelism.
 
         The mesh is ``{"batch": 1, axis: n}`` so that the batch axis exists
@@ -337,7 +346,7 @@ class Plan:
         return cls({"batch": 1, axis: n}, rules, batch_axis="batch")
 
     @classmethod
-    def hybrid(cls, batch: int, model: int, rules=()) -> Plan:
+    def hybrid(cls, batch: int, model: int, rules: RulesArg = ()) -> Plan:
         """A 2-D ``(batch, model)`` mesh: data parallel and model parallel.
 
         >>> Plan.hybrid(2, 4).mesh_dict
@@ -346,14 +355,15 @@ class Plan:
         return cls({"batch": batch, "model": model}, rules, batch_axis="batch")
 
     # ----------------------------------------------------------------- edits
-    def _replace(self, mesh=None, rules=None, batch_axis=None) -> Plan:
+    def _replace(self, mesh: MeshArg | None = None, rules: RulesArg = None,
+                 batch_axis: str | None = None) -> Plan:
         return Plan(
             self.mesh if mesh is None else mesh,
             self.rules if rules is None else rules,
             self.batch_axis if batch_axis is None else batch_axis,
         )
 
-    def with_mesh(self, mesh) -> Plan:
+    def with_mesh(self, mesh: MeshArg) -> Plan:
         """Replace the whole mesh; rules and batch axis are kept as they are."""
         mesh = _normalize_mesh(mesh)
         names = [name for name, _ in mesh]
@@ -405,7 +415,7 @@ class Plan:
         """Shard the input batch over ``name``."""
         return self._replace(batch_axis=name)
 
-    def with_rule(self, key: str, axes, index: int | None = None) -> Plan:
+    def with_rule(self, key: str, axes: Axes, index: int | None = None) -> Plan:
         """Set the axes of rule ``key`` in place, or add it at ``index``
         (default last). ``index`` works as in ``list.insert``: a negative
         index counts from the end, so ``-1`` places the rule before the last.
@@ -422,7 +432,7 @@ class Plan:
         rules.insert(len(rules) if index is None else _index_arg(index), rule)
         return self._replace(rules=rules)
 
-    def with_rule_at(self, index: int, key: str | None = None, axes=None) -> Plan:
+    def with_rule_at(self, index: int, key: str | None = None, axes: Axes | None = None) -> Plan:
         """Change the key and/or the axes of the rule at position ``index``.
 
         >>> Plan({"m": 2}, {"a": ("m",)}).with_rule_at(0, key="b").rules
@@ -434,14 +444,14 @@ class Plan:
         rules[index] = Rule(old.key if key is None else key, old.axes if axes is None else axes)
         return self._replace(rules=rules)
 
-    def without_rule(self, key_or_index) -> Plan:
+    def without_rule(self, key_or_index: str | int) -> Plan:
         """Remove a rule, by key or by position."""
         index = self._index_of(key_or_index)
         rules = list(self.rules)
         del rules[index]
         return self._replace(rules=rules)
 
-    def with_rule_moved(self, key_or_index, new_index: int) -> Plan:
+    def with_rule_moved(self, key_or_index: str | int, new_index: int) -> Plan:
         """Move a rule: take it out, then insert it at ``new_index`` as
         ``list.insert`` does (a negative index counts from the end of the other
         rules). Order matters only for display and for Keras's error messages;
@@ -457,22 +467,22 @@ class Plan:
         rules.insert(_index_arg(new_index), rule)
         return self._replace(rules=rules)
 
-    def with_rules(self, rules) -> Plan:
+    def with_rules(self, rules: RulesArg) -> Plan:
         """Replace all rules."""
         return self._replace(rules=_normalize_rules(rules))
 
-    def _check_index(self, index):
+    def _check_index(self, index: object) -> None:
         if not isinstance(index, int) or isinstance(index, bool) or \
                 not -len(self.rules) <= index < len(self.rules):
             raise ShardvizError(
                 f"There is no rule at position {index!r}; the plan has {plural(len(self.rules), 'rule')}."
             )
 
-    def _index_of(self, key_or_index) -> int:
+    def _index_of(self, key_or_index: str | int) -> int:
         if isinstance(key_or_index, int) and not isinstance(key_or_index, bool):
             self._check_index(key_or_index)
             return key_or_index % len(self.rules)
-        return self.rule_index(key_or_index)
+        return self.rule_index(cast(str, key_or_index))  # (a bool is no key: it raises)
 
     # ----------------------------------------------------------------- check
     def check(self) -> list[Problem]:
@@ -489,7 +499,7 @@ class Plan:
                 f"The batch axis {self.batch_axis!r} is not a mesh axis {list(self.axis_names)}.",
                 hint=f"Set batch_axis to one of {list(self.axis_names)}.",
             ))
-        seen = {}
+        seen: dict[str, int] = {}
         for i, rule in enumerate(self.rules):
             if rule.key in seen:
                 problems.append(Problem(
@@ -541,7 +551,7 @@ class Plan:
                 hint=errors[0].hint, rule=errors[0].rule,
             )
 
-    def to_keras(self, devices=None):
+    def to_keras(self, devices: Sequence[object] | None = None) -> Any:
         """A ``keras.distribution.ModelParallel`` with this mesh, rules and
         batch axis.
 
@@ -574,7 +584,7 @@ class Plan:
         return kd.ModelParallel(layout_map=layout_map, batch_dim_name=self.batch_axis)
 
     @classmethod
-    def from_keras(cls, obj) -> Plan:
+    def from_keras(cls, obj: object) -> Plan:
         """A Plan from a ``ModelParallel``, a ``DataParallel`` or a ``LayoutMap``.
 
         For a LayoutMap (for example one returned by a model's
@@ -686,7 +696,8 @@ class Plan:
                 text = bytes(text).decode("utf-8")
             except UnicodeDecodeError as e:
                 raise ShardvizError(
-                    f"The plan is not UTF-8 text (byte {e.start} is {bytes(text)[e.start]:#04x}); "
+                    f"The plan is not UTF-8 text (byte {e.start} is "
+                    f"{bytes(cast(bytes, text))[e.start]:#04x}); "  # the undecoded bytes
                     "is it a JSON file?") from None
         if not isinstance(text, str):
             raise ShardvizError(
@@ -695,7 +706,7 @@ class Plan:
                 "for a dict.")
         text = text.removeprefix("\ufeff")
 
-        def no_duplicates(pairs):
+        def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             keys = [k for k, _ in pairs]
             dupes = sorted({k for k in keys if keys.count(k) > 1})
             if dupes:
@@ -703,7 +714,7 @@ class Plan:
                                     hint="Keep one entry per key.")
             return dict(pairs)
 
-        def no_constant(name):
+        def no_constant(name: str) -> NoReturn:
             raise ShardvizError(f"The plan holds {name}, which is not valid JSON.")
 
         try:
@@ -763,7 +774,7 @@ class Plan:
         return f"Plan(mesh={dict(self.mesh)!r}, rules={rules}, batch_axis={self.batch_axis!r})"
 
 
-def _index_arg(index) -> int:
+def _index_arg(index: object) -> int:
     import numbers
 
     if isinstance(index, bool) or not isinstance(index, numbers.Integral):
@@ -771,7 +782,7 @@ def _index_arg(index) -> int:
     return int(index)
 
 
-def as_plan(obj) -> Plan:
+def as_plan(obj: object) -> Plan:
     """Accept a Plan, a Keras distribution or LayoutMap, or a plan dict."""
     if isinstance(obj, Plan):
         return obj

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -30,6 +32,13 @@ from .geometry import MeshModel, TensorGeometry
 from .layouts import OutputLayout, VariableLayout
 from .model_scan import Scan
 from .plan import Plan
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from numpy.typing import DTypeLike
+    from rich.console import Console, ConsoleOptions, RenderResult
+
+    from .trace import Activation, Trace
 
 VARIABLE_COLUMNS = [
     "path", "layer", "shape", "dtype", "params", "bytes", "spec", "rule", "match",
@@ -62,7 +71,7 @@ OPTIMIZER_COLUMNS = ["path", "reference", "shape", "dtype", "spec", "shard_shape
                      "bytes_per_device"]
 
 
-def _dtype(values):
+def _dtype(values: Sequence[object]) -> DTypeLike:
     if values and all(isinstance(v, bool) for v in values):
         return bool
     if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
@@ -72,7 +81,7 @@ def _dtype(values):
     return object
 
 
-def _column(values, dtype):
+def _column(values: Sequence[object], dtype: DTypeLike) -> pd.Series | np.ndarray:
     # np.fromiter keeps tuples as single objects; an explicit object Series
     # stops pandas from turning strings-and-None into a string column.
     array = np.fromiter(values, dtype=np.dtype(dtype), count=len(values))
@@ -97,7 +106,8 @@ class Report:
     def __init__(self, *, plan: Plan, scan: Scan, mesh: MeshModel,
                  variable_layouts: list[VariableLayout], output_layouts: list[OutputLayout],
                  problems: list[Problem], rule_usage: list[dict], device_count: int,
-                 seconds: float = 0.0, trace=None, trace_error=None):
+                 seconds: float = 0.0, trace: Trace | None = None,
+                 trace_error: ShardvizError | None = None) -> None:
         self.plan = plan
         self.scan = scan
         self.mesh = mesh
@@ -142,7 +152,7 @@ class Report:
         cols["bytes"] = [g.bytes for g in geoms]
         cols["spec"] = [g.spec if k else tuple(vl.axes) for g, k, vl in zip(geoms, ok, layouts)]
         cols["rule"] = [
-            rules[vl.match.rule].key if vl.source == "rule"
+            rules[cast(int, vl.match.rule)].key if vl.source == "rule"
             else ("<own layout>" if vl.source == "own" else None)
             for vl in layouts
         ]
@@ -168,7 +178,7 @@ class Report:
         ``requested_spec`` (the axes that rule asks for, or None).
         """
         rules = self.plan.rules
-        cols = {c: [] for c in OUTPUT_COLUMNS}
+        cols: dict[str, list] = {c: [] for c in OUTPUT_COLUMNS}
         for ol in self.output_layouts:
             cols["path"].append(ol.info.path)
             cols["layer"].append(ol.info.layer)
@@ -195,7 +205,7 @@ class Report:
 
         feedback = rule_feedback(self.plan, self.variable_layouts, self.output_layouts,
                                  self.rule_usage)
-        cols = {c: [] for c in RULE_COLUMNS}
+        cols: dict[str, list] = {c: [] for c in RULE_COLUMNS}
         for u, rule, f in zip(self.rule_usage, self.plan.rules, feedback):
             cols["index"].append(u["index"])
             cols["key"].append(rule.key)
@@ -210,7 +220,7 @@ class Report:
     def ranks_of(self, key: str) -> list[int]:
         """The ranks of the variables and layer outputs ``key`` fullmatches,
         as Keras matches it (an invalid regex matches nothing)."""
-        ranks = set()
+        ranks: set[int] = set()
         for matcher, shapes in ((self.scan.variable_matcher,
                                  [v.shape for v in self.scan.variables]),
                                 (self.scan.output_matcher,
@@ -218,7 +228,7 @@ class Report:
             hits = matcher.hits(key)
             if isinstance(hits, str):
                 return []
-            ranks.update(len(shapes[i]) for i in hits if shapes[i] is not None)
+            ranks.update(len(s) for i in hits if (s := shapes[i]) is not None)
         return sorted(ranks)
 
     @functools.cached_property
@@ -272,7 +282,7 @@ class Report:
         (split over part of an axis); ``actual_note`` (that layout in words);
         ``returned_spec`` (for a model output, the layout the pass returns).
         """
-        cols = {c: [] for c in ACTIVATION_COLUMNS}
+        cols: dict[str, list] = {c: [] for c in ACTIVATION_COLUMNS}
         for a in (self.trace.activations if self.trace else []):
             ok = {None: "", True: "yes", False: "dropped"}[a.honored]
             if a.uneven and a.honored:
@@ -307,7 +317,7 @@ class Report:
         ``result_bytes``; ``operand_bytes``; ``async``; ``name`` (the HLO
         instruction); ``op_name`` (its JAX name scope).
         """
-        cols = {c: [] for c in COLLECTIVE_COLUMNS}
+        cols: dict[str, list] = {c: [] for c in COLLECTIVE_COLUMNS}
         for c in (self.trace.collectives if self.trace else []):
             for k, v in (("kind", c.kind), ("layer", c.layer), ("pass", c.pass_),
                          ("axes", c.axes), ("complete", c.complete),
@@ -334,7 +344,7 @@ class Report:
         ``total_bytes`` (arguments + outputs + temporaries − aliased). The
         XLA columns are None without a forward pass.
         """
-        cols = {c: [] for c in MEMORY_COLUMNS}
+        cols: dict[str, list] = {c: [] for c in MEMORY_COLUMNS}
         mem = self.trace.memory if self.trace else None
         parts = self.memory_parts
         for device in sorted(self.mesh.coords):
@@ -396,9 +406,16 @@ class Report:
 
     @functools.cached_property
     def optimizer_variables(self) -> pd.DataFrame:
-        """With ``train_step=True``: each optimizer slot and its layout, which
-        Keras takes from the variable it mirrors."""
-        cols = {c: [] for c in OPTIMIZER_COLUMNS}
+        """With ``train_step=True``: one row per optimizer slot and its layout,
+        which Keras takes from the variable it mirrors. Empty otherwise.
+
+        Columns: ``path`` (the slot's path, e.g. ``adam/up_kernel_momentum``);
+        ``reference`` (the model variable it mirrors, whose layout it takes,
+        or None for a slot such as the step counter, which the rules lay
+        out); ``shape``; ``dtype``; ``spec``; ``shard_shape``;
+        ``bytes_per_device``.
+        """
+        cols: dict[str, list] = {c: [] for c in OPTIMIZER_COLUMNS}
         for o in (self.trace.optimizer_variables if self.trace else []):
             for c in OPTIMIZER_COLUMNS:
                 cols[c].append(getattr(o, c))
@@ -423,7 +440,7 @@ class Report:
         return self.trace.variables
 
     @property
-    def output_values(self):
+    def output_values(self) -> Any:
         """Concrete mode: the model's sharded outputs (``jax.Array``s)."""
         if self.trace is None or self.trace.variables is None:
             return self.values  # raises, saying why
@@ -480,7 +497,7 @@ class Report:
     def _outputs_by_path(self) -> dict[str, OutputLayout]:
         return {ol.info.path: ol for ol in self.output_layouts}
 
-    def activation(self, path: str, index: int = 0, call: int = 0):
+    def activation(self, path: str, index: int = 0, call: int = 0) -> Activation:
         """The traced layer output at ``path`` (an ``.../output`` path):
         output ``index`` of call ``call`` of the layer."""
         self._check_path(path)
@@ -496,7 +513,7 @@ class Report:
                 path=path)
         raise self._unknown_path(path)
 
-    def _check_path(self, path) -> None:
+    def _check_path(self, path: object) -> None:
         if not isinstance(path, str):
             raise self._unknown_path(path)
 
@@ -506,7 +523,8 @@ class Report:
         self._check_path(path)
         if path in self._by_path:
             return self._by_path[path].geometry
-        a = self.activation(path, index, call)
+        # Any: a traced output is taken to have XLA's spec and shard shape (not None).
+        a: Any = self.activation(path, index, call)
         self._refuse_uneven(a)
         import math
 
@@ -545,7 +563,7 @@ class Report:
         self._refuse_uneven(a)
         return {d.id: idx for d, idx in a.actual.devices_indices_map(a.shape).items()}
 
-    def _refuse_uneven(self, a):
+    def _refuse_uneven(self, a: Activation) -> None:
         """JAX describes no per-device index ranges for an uneven split, which
         XLA may choose for an output whether or not a rule asked for it."""
         if not a.uneven_actual:
@@ -560,7 +578,7 @@ class Report:
 
     # ----------------------------------------------------------- pictures
     def show(self, path: str, *, rows: int | None = None, cols: int | None = None,
-             index: int = 0, call: int = 0):
+             index: int = 0, call: int = 0) -> Figure:
         """A picture of how the tensor at ``path`` (a variable, or a traced
         ``.../output``) lands on the devices. Any rank: pick the tensor dims
         drawn as ``rows`` and ``cols``; other split dims become panels.
@@ -568,6 +586,7 @@ class Report:
         from .render.mpl import tensor_figure
 
         self._check_path(path)
+        spec: tuple | None
         if path in self._by_path:
             vl = self._by_path[path]
             shape, dtype, spec = vl.info.shape, vl.info.dtype, vl.geometry.spec
@@ -605,25 +624,25 @@ class Report:
                 hint=f"Use report.show({path!r}), which works on abstract meshes.", path=path)
         return jax_text(shape, sharding)
 
-    def show_mesh(self):
+    def show_mesh(self) -> Figure:
         """The device grid of the plan's mesh."""
         from .render.mpl import mesh_figure
 
         return mesh_figure(self.mesh)
 
-    def show_memory(self):
+    def show_memory(self) -> Figure:
         """Bytes per device, stacked by what holds them."""
         from .render.mpl import memory_figure
 
         return memory_figure(self)
 
-    def show_flow(self, max_layers: int = 60):
+    def show_flow(self, max_layers: int = 60) -> Figure:
         """Layers in call order, their output layouts, and the collectives."""
         from .render.mpl import flow_figure
 
         return flow_figure(self, max_layers)
 
-    def show_grid(self, paths=None, columns: int = 10):
+    def show_grid(self, paths: Sequence[str] | None = None, columns: int = 10) -> Figure:
         """Every variable's (or the given paths') tiles in one figure."""
         from .render.mpl import grid_figure
 
@@ -636,7 +655,7 @@ class Report:
         self._check_path(path)
         return explain_path(self, path)
 
-    def _unknown_path(self, path: str) -> ShardvizError:
+    def _unknown_path(self, path: object) -> ShardvizError:
         if not isinstance(path, str):
             return ShardvizError(
                 f"A path must be a string, got {type(path).__name__} {path!r:.60}.",
@@ -681,7 +700,7 @@ class Report:
 
         return report_html(self)
 
-    def __rich_console__(self, console, options):
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from .render.text import report_renderables
 
         yield from report_renderables(self)

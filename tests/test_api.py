@@ -114,3 +114,49 @@ def test_docstring_examples_run(name):
         runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"
+
+
+def test_one_error_vocabulary():
+    from shardviz import ShardvizError
+    from shardviz.geometry import GeometryError, MeshModel, geometry_of
+    from shardviz.render.export import frames_from_json
+
+    with pytest.raises(ShardvizError) as info:
+        geometry_of(MeshModel((("model", 4),), True), (6,), "float32", ("model",))
+    assert isinstance(info.value, GeometryError) and info.value.kind == "indivisible"
+    for text, words in (("{not json", "not JSON"), ('{"format": "x"}', "not a shardviz report"),
+                        ("[1, 2]", "not a shardviz report")):
+        with pytest.raises(ShardvizError, match=words):
+            frames_from_json(text)
+
+
+def test_only_a_rule_conflict_is_taken_for_a_conflict():
+    import keras
+
+    from shardviz._adapters.keras import is_conflict
+
+    layout_map = keras.distribution.LayoutMap(
+        keras.distribution.DeviceMesh((1,), ("model",), keras.distribution.list_devices()[:1]))
+    layout_map[".*kernel"] = (None, "model")
+    layout_map["d.*"] = ("model", None)
+    with pytest.raises(ValueError) as info:
+        layout_map["d/kernel"]
+    assert is_conflict(info.value)
+    assert not is_conflict(ValueError("something else")) and not is_conflict(KeyError("k"))
+
+
+FRAMES = ("variables", "outputs", "rules", "problems", "devices", "activations", "collectives",
+          "memory", "optimizer_variables")
+
+
+@pytest.mark.parametrize("name", FRAMES)
+def test_every_frame_documents_every_column(name):
+    from shardviz import Report
+
+    report = shardviz.analyze(examples.mlp, examples.megatron_plan(), inputs=(8, 16),
+                              train_step=True)
+    frame = getattr(report, name)
+    doc = getattr(Report, name).__doc__ or ""
+    undocumented = [c for c in frame.columns
+                    if f"``{c}``" not in doc and c not in {"model", "batch"}]  # axis columns
+    assert not undocumented, f"report.{name} does not document {undocumented}"

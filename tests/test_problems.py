@@ -125,3 +125,30 @@ def test_report_lookup_of_a_missing_path_suggests_near_paths():
     with pytest.raises(ShardvizError, match="No variable or output path 'up/kernal'") as info:
         report.variable("up/kernal")
     assert "up/kernel" in info.value.hint
+
+
+def test_rule_feedback_lives_in_the_report():
+    def feedback(rules):
+        rules = shardviz.analyze(examples.mlp, Plan({"batch": 2, "model": 4}, rules)).rules
+        return list(zip(rules["level"], rules["feedback"]))
+
+    assert feedback([(".*kernel", (None, "model")), ("up/kernel", ("model", None)),
+                     ("nothing", ("model",)), (".*bias", ("modle",)),
+                     (".*kernel", (None, "batch"))]) == [
+        ("ok", "✓ 1 path, rank 2"), ("ok", "✓ 1 path, rank 2"), ("warn", "matches nothing"),
+        ("error", "unknown axis 'modle'; mesh axes: ['batch', 'model']"),
+        ("error", "same key as rule 0")]
+    assert feedback([("up/(bias", ("model",)), (".*kernel", (None, "model"))]) == [
+        ("error", "invalid regex: missing ), unterminated subpattern at position 3"),
+        ("warn", "matches 2, but an invalid rule makes Keras fail")]
+    assert feedback([(".*kernel", (None, "model")), ("down.*", ("model", None))]) == [
+        ("error", "conflicts with rule 1 on 'down/kernel'"),
+        ("error", "conflicts with rule 0 on 'down/kernel'")]
+    assert feedback([(".*kernel", ("model",))]) == [
+        ("warn", "✓ 2 paths, rank 2 (rule has 1 entries)")]
+
+
+def test_ranks_of_uses_keras_matching():
+    report = shardviz.analyze(examples.mlp, Plan({"model": 8}))
+    assert report.ranks_of(".*kernel") == [2] and report.ranks_of(".*bias") == [1]
+    assert report.ranks_of("kernel") == [] and report.ranks_of("(") == []

@@ -297,3 +297,28 @@ def test_report_shows_the_trace_in_text_and_html():
     assert "Activations (abstract forward pass)" in text and "all-reduce" in text
     html = report._repr_html_()
     assert "Collectives (1)" in html and "up/output" in html
+
+
+def test_an_optimizer_slot_a_rule_cannot_lay_out_is_an_error_as_in_keras():
+    # Adam's step counter is a scalar; a rule giving it an axis makes Keras
+    # fail while it creates the optimizer (an IndexError deep in JAX).
+    plan = Plan({"batch": 2, "model": 4}, {".*kernel": (None, "model"), ".*iteration": ("model",)})
+    with plan.to_keras().scope(), pytest.raises(Exception):  # noqa: B017 (Keras's own failure)
+        keras.optimizers.Adam()
+    report = shardviz.analyze(examples.mlp, plan, inputs=(8, 16), train_step=True)
+    (p,) = [p for p in report.problem_list if (p.path or "").endswith("/iteration")]
+    assert (p.severity, p.kind, p.rule) == ("error", "rank-mismatch", ".*iteration")
+    assert f"Optimizer slot {p.path!r}" in p.message and "counted it replicated" in p.message
+    slot = report.optimizer_variables.set_index("path").loc[p.path]
+    assert slot["spec"] == () and slot["reference"] is None
+
+
+def test_variables_and_layouts_are_joined_by_path_not_position():
+    # A model whose variable order differs from the scan's order still gets
+    # each variable's own layout (the trace keys shardings by path).
+    plan = Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
+                                           ".*down/kernel": ("model", None)})
+    report = shardviz.analyze(examples.mlp, plan, inputs=(8, 16), mode="concrete")
+    for path, value in report.values.items():
+        expected = report.variable(path).geometry.sharding
+        assert value.sharding.is_equivalent_to(expected, value.ndim), path

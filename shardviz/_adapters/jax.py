@@ -159,16 +159,17 @@ def visualize_sharding_text(shape, sharding, width: int = 80) -> str:
         original = rich.console.Console
         owner = threading.get_ident()
 
-        class _Capturing(original):
+        # Ignores: mypy cannot subclass a class held in a variable, nor assign to a class.
+        class _Capturing(original):  # type: ignore[valid-type, misc]
             def __init__(self, *args, **kwargs):
                 if threading.get_ident() == owner:
                     kwargs.update(file=buf, force_jupyter=False, force_terminal=False)
                 super().__init__(*args, **kwargs)
 
-        rich.console.Console = _Capturing
+        rich.console.Console = _Capturing  # type: ignore[misc]
         try:
             jax.debug.visualize_sharding(tuple(shape), sharding, use_color=False,
                                          max_width=width)
         finally:
-            rich.console.Console = original
+            rich.console.Console = original  # type: ignore[misc]
     return buf.getvalue()

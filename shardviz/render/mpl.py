@@ -36,6 +36,8 @@ MAX_PANELS = 16
 class ShardvizFigure(Figure):
     """A matplotlib Figure that displays itself in notebooks as PNG."""
 
+    shardviz_layout: TileLayout  # set by tensor_figure: the tiles it drew
+
     def _repr_png_(self):
         buf = io.BytesIO()
         self.savefig(buf, format="png", dpi=DPI)
@@ -300,6 +302,7 @@ def mesh_figure(mesh) -> ShardvizFigure:
     """
     names, shape = mesh.axis_names, mesh.shape
     ids = mesh.device_ids
+    grids: list[tuple[tuple[int, ...], np.ndarray]]
     if len(shape) == 1:
         grids = [((), ids.reshape(1, -1))]
         row_name, col_name = None, f"{names[0]} ({shape[0]})"
@@ -418,7 +421,7 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     axis_colour = {a: AXIS_COLOURS[i % len(AXIS_COLOURS)]
                    for i, a in enumerate(report.mesh.axis_names)}
     by_layer: dict = {}
-    unplaced = []
+    unplaced: list[dict] = []
     layer_rows = {layer_path(a.path): i for i, a in enumerate(shown)}
     for c in collectives:
         first = c["layer"].split(", ")[0] if c["layer"] else ""

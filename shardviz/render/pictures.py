@@ -10,21 +10,31 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ..errors import ShardvizError
 
+if TYPE_CHECKING:
+    import jax
+    import pandas as pd
 
-def _coords(sharding) -> dict | None:
+    from ..report import Report
+    from .mpl import ShardvizFigure
+
+
+def _coords(sharding: object) -> dict | None:
     mesh = getattr(sharding, "mesh", None)
-    devices = getattr(mesh, "devices", None)
+    devices: Any = getattr(mesh, "devices", None)  # an array of jax Devices
     if devices is None:
         return None
     devices = np.asarray(devices)
     return {int(devices[idx].id): tuple(int(i) for i in idx) for idx in np.ndindex(devices.shape)}
 
 
-def show_sharding(x, *, rows: int | None = None, cols: int | None = None, title: str = ""):
+def show_sharding(x: jax.Array | jax.ShapeDtypeStruct, *, rows: int | None = None,
+                  cols: int | None = None, title: str = "") -> ShardvizFigure:
     """A picture of how ``x`` lands on its devices, for any rank.
 
     Args:
@@ -50,18 +60,18 @@ def show_sharding(x, *, rows: int | None = None, cols: int | None = None, title:
                          spec=spec, rows=rows, cols=cols)
 
 
-def compare(a, b, labels=("A", "B")):
+def compare(a: Report, b: Report, labels: tuple[str, str] = ("A", "B")) -> ShardvizFigure:
     """Two reports side by side: memory per device, collective bytes, problems."""
     from .mpl import compare_figure
 
     return compare_figure(a, b, labels)
 
 
-def compare_table(a, b, labels=("A", "B")):
+def compare_table(a: Report, b: Report, labels: tuple[str, str] = ("A", "B")) -> pd.DataFrame:
     """The figures behind :func:`compare`, as a DataFrame (one column per report)."""
     import pandas as pd
 
-    def column(r):
+    def column(r: Report) -> dict[str, object]:
         s = r.summary()
         return {
             "mesh": str(r.plan.mesh_dict),

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING, cast
 
 from ..format import format_spec, human_bytes, plural
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 STATUS_STYLE = {"sharded": "green", "replicated": "", "error": "bold red"}
@@ -57,7 +61,8 @@ def variables_table(report, max_rows: int | None = 40):
     for col, justify in (("path", "left"), ("shape", "right"), ("dtype", "left"),
                          ("spec", "left"), ("rule", "left"), ("shard", "right"),
                          ("per device", "right"), ("status", "left")):
-        table.add_column(col, justify=justify, no_wrap=col in ("path", "shape", "spec", "shard"),
+        table.add_column(col, justify=cast("JustifyMethod", justify),
+                         no_wrap=col in ("path", "shape", "spec", "shard"),
                          overflow="ellipsis" if col == "rule" else "fold")
     frame = report.variables
     shown = frame if max_rows is None else frame.head(max_rows)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import Any
 
 from .._adapters.jax import watch_sharding
 from ..errors import ShardvizError
@@ -38,7 +39,7 @@ class Activation:
     requested: tuple | None
     """The layout an ``/output`` rule asks for, or None."""
     rule: str | None = None
-    actual: object = None
+    actual: Any = None
     """The sharding XLA gave it: a ``NamedSharding``, or, when XLA split it
     over part of a mesh axis, a sharding over the mesh's devices that no
     PartitionSpec can name (it still answers ``devices_indices_map``)."""
@@ -177,7 +178,9 @@ class Activation:
         # JAX refuses the shard shape of an uneven split; XLA pads each split
         # dim up to the next multiple of its axes' size.
         sizes = self._mesh_sizes
-        return tuple(-(-n // entry_size(a, sizes)) for n, a in zip(self.shape, self.actual_spec))
+        spec = self.actual_spec
+        assert spec is not None  # padded: XLA's layout has a spec
+        return tuple(-(-n // entry_size(a, sizes)) for n, a in zip(self.shape, spec))
 
     @property
     def bytes_per_device(self) -> int | None:
@@ -190,7 +193,9 @@ class Activation:
         from jax.sharding import NamedSharding, PartitionSpec
 
         mesh = self.mesh.jax_mesh if self.mesh is not None else self.actual.mesh
-        want = NamedSharding(mesh, PartitionSpec(*self.requested_spec))
+        requested = self.requested_spec
+        assert requested is not None  # only asked when a rule requested a layout
+        want = NamedSharding(mesh, PartitionSpec(*requested))
         return bool(want.is_equivalent_to(sharding, len(self.shape)))
 
     @property

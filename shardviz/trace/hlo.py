@@ -166,14 +166,16 @@ def _mesh_groups(text: str) -> list[list[int]]:
         if not ref:
             continue
         sub = re.fullmatch(r"['\"]?(?P<name>[^'\":]+)['\"]?(?::\((?P<pre>\d+)\)(?P<size>\d+))?", ref)
+        if sub is None:
+            raise ValueError(f"unrecognised mesh replica group axis {ref!r}")
         axis = names.index(sub.group("name"))
         pre = int(sub.group("pre") or 1)
         size = int(sub.group("size") or sizes[axis])
         listed.append((axis, pre, size))
     coords = np.array(np.unravel_index(np.arange(n), sizes)).T  # position -> coords
-    keys = []
+    keys: list[tuple[int, ...]] = []
     for pos in range(n):
-        key = []
+        key: list[int] = []
         for axis, full in enumerate(sizes):
             c = int(coords[pos][axis])
             refs = [(p, s) for a, p, s in listed if a == axis]
@@ -188,8 +190,8 @@ def _mesh_groups(text: str) -> list[list[int]]:
             key.append(c - varying)
         keys.append(tuple(key))
     groups: dict = {}
-    for pos, key in enumerate(keys):
-        groups.setdefault(key, []).append(int(ids[pos]))
+    for pos, group_key in enumerate(keys):
+        groups.setdefault(group_key, []).append(int(ids[pos]))
     return list(groups.values())
 
 
@@ -428,7 +430,7 @@ def memory(compiled) -> dict:
     """Per-device bytes from ``compiled.memory_analysis()``, and flops from
     ``compiled.cost_analysis()`` when XLA reports them."""
     stats = compiled.memory_analysis()
-    out = {
+    out: dict[str, float | None] = {
         "argument_bytes": int(getattr(stats, "argument_size_in_bytes", 0)),
         "output_bytes": int(getattr(stats, "output_size_in_bytes", 0)),
         "temp_bytes": int(getattr(stats, "temp_size_in_bytes", 0)),

@@ -69,7 +69,8 @@ class Explorer:
         self.traced = None
         """The last report with a forward pass (possibly of an older plan)."""
         self.last_run_seconds: float | None = None
-        self._history, self._future = [], []
+        self._history: list[Plan] = []
+        self._future: list[Plan] = []
         self._dirty = set(TABS)
         self._build()
         self.guard = Guard(self._show_error)
