@@ -22,10 +22,12 @@ from .errors import Problem, ShardvizError
 from .format import plural
 from .geometry import mesh_model
 from .layouts import output_layouts, variable_layouts
+from .match import compiled
 from .model_scan import Scan
 from .model_scan import scan as scan_model
 from .plan import as_plan
 from .report import Report
+from .trace import Trace
 from .trace import trace as run_trace
 
 BLOCKING = {"conflict", "indivisible", "rank-mismatch", "unknown-axis", "duplicate-axis",
@@ -112,9 +114,24 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             assert traced is not None  # the pass ran, since it left no error
             problems += checks.activation_problems(plan, traced)
             problems += traced.problems
+            problems = _drop_rules_that_place_slots(problems, traced)
     return Report(
         plan=plan, scan=scan, mesh=mesh, variable_layouts=var_layouts,
         output_layouts=out_layouts, problems=problems, rule_usage=usage,
         device_count=device_count, seconds=time.perf_counter() - start,
         trace=traced, trace_error=trace_error,
     )
+
+
+def _drop_rules_that_place_slots(problems: list[Problem], traced: Trace) -> list[Problem]:
+    """A rule that matches no model path but lays out an optimizer slot (the
+    step counter, say) is used in a train step: drop its unused-rule warning."""
+    slots = [o.path for o in traced.optimizer_variables if o.reference is None]
+    if not slots:
+        return problems
+
+    def places_a_slot(p: Problem) -> bool:
+        pattern = compiled(p.rule) if p.kind == "unused-rule" and p.rule else None
+        return pattern is not None and any(pattern.fullmatch(s) for s in slots)
+
+    return [p for p in problems if not places_a_slot(p)]

@@ -309,6 +309,8 @@ def test_an_optimizer_slot_a_rule_cannot_lay_out_is_an_error_as_in_keras():
     (p,) = [p for p in report.problem_list if (p.path or "").endswith("/iteration")]
     assert (p.severity, p.kind, p.rule) == ("error", "rank-mismatch", ".*iteration")
     assert f"Optimizer slot {p.path!r}" in p.message and "counted it replicated" in p.message
+    # The rule matches no model path, but it does lay out the slot: not unused.
+    assert not report.problems_of("unused-rule")
     slot = report.optimizer_variables.set_index("path").loc[p.path]
     assert slot["spec"] == () and slot["reference"] is None
 
