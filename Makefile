@@ -16,7 +16,7 @@ LAB_FLAGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,lab,hub]"
+	$(BIN)/python -m pip install --quiet -e ".[test,lab,hub,tpu]"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -38,7 +38,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: setup browser lint
-	SHARDVIZ_REQUIRE_BROWSER=1 SHARDVIZ_REQUIRE_HUB=1 $(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(NBVAL) tests notebooks
+	SHARDVIZ_REQUIRE_BROWSER=1 SHARDVIZ_REQUIRE_HUB=1 SHARDVIZ_REQUIRE_TPU=1 $(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(NBVAL) tests notebooks
 
 # Re-execute every notebook and store it with its outputs.
 notebooks: setup

@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable
 
 from . import checks
-from .errors import Problem, ShardvizError
+from .errors import OutOfMemory, Problem, ShardvizError
 from .format import plural
 from .geometry import mesh_model
+from .hardware import Target, parse_target
 from .layouts import output_layouts, variable_layouts
 from .match import compiled
 from .model_scan import Scan
@@ -39,7 +40,8 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             mode: str | None = None, train_step: bool = False, optimizer: object = None,
             progress: Callable[[str], object] | None = None,
             replicated_threshold: int = checks.DEFAULT_REPLICATED_THRESHOLD,
-            abstract_mesh: bool | None = None) -> Report:
+            abstract_mesh: bool | None = None, target: str | Target | None = None, slices: int = 1,
+            dcn_axes: tuple[str, ...] | None = None) -> Report:
     """Analyse how ``plan`` lays out a model, and with ``inputs`` run it.
 
     Without inputs, only variables are analysed, and nothing is allocated.
@@ -71,6 +73,16 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             stay fully replicated are reported.
         abstract_mesh: force (True) or forbid (False) an abstract mesh; by
             default the mesh is concrete when enough devices exist.
+        target: the hardware to plan for: ``"v5e:4x4"``, ``"v5p:2x2x4"``,
+            ``"h100:8"``, or ``"cpu"`` (the default; the simulated devices).
+            On a TPU target the pass is compiled by the TPU compiler for the
+            topology's chips, and memory, fit and collectives are its own.
+            On a GPU target the pass compiles for the simulated CPUs, and
+            every figure from the GPU's published numbers is an estimate.
+            See :func:`shardviz.targets`.
+        slices: TPU slices joined by DCN (or GPU nodes joined by InfiniBand).
+        dcn_axes: the mesh axis that spans the slices; by default the plan's
+            batch axis.
     """
     start = time.perf_counter()
     plan = as_plan(plan)
@@ -78,8 +90,12 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
         model_or_builder, inputs=inputs)
     import jax
 
-    device_count = jax.device_count()
-    mesh = mesh_model(plan.mesh, abstract_mesh)
+    hardware = parse_target(target, slices)
+    if dcn_axes is None:
+        dcn_axes = (plan.batch_axis,) if plan.batch_axis else ()
+    on_target = None if hardware.is_cpu else hardware
+    mesh = mesh_model(plan.mesh, abstract_mesh, on_target, tuple(dcn_axes))
+    device_count = hardware.chips if hardware.is_tpu else jax.device_count()
     var_layouts = variable_layouts(scan, plan, mesh)
     out_layouts = output_layouts(scan, plan)
     problems = list(plan.check())
@@ -103,23 +119,27 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
                 traced = run_trace(scan, plan, mesh, var_layouts, inputs, mode=mode,
                                    train_step=train_step, optimizer=optimizer,
                                    progress=progress)
+            except OutOfMemory as e:
+                trace_error = e
+                problems.append(checks.out_of_memory_problem(e, hardware))
             except ShardvizError as e:
                 trace_error = e
-        if trace_error is not None:
+        if trace_error is not None and not isinstance(trace_error, OutOfMemory):
             problems.append(Problem(
                 "error", "trace-failed", trace_error.message, hint=trace_error.hint,
                 path=trace_error.path, rule=trace_error.rule, layer=trace_error.layer,
             ))
-        else:
-            assert traced is not None  # the pass ran, since it left no error
+        elif traced is not None:
             problems += checks.activation_problems(plan, traced)
             problems += traced.problems
             problems = _drop_rules_that_place_slots(problems, traced)
+    if not hardware.is_cpu and not isinstance(trace_error, OutOfMemory):
+        problems += checks.fit_problems(hardware, var_layouts, traced, mesh)
     return Report(
         plan=plan, scan=scan, mesh=mesh, variable_layouts=var_layouts,
         output_layouts=out_layouts, problems=problems, rule_usage=usage,
         device_count=device_count, seconds=time.perf_counter() - start,
-        trace=traced, trace_error=trace_error,
+        trace=traced, trace_error=trace_error, target=hardware,
     )
 
 

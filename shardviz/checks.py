@@ -365,3 +365,90 @@ def activation_problems(plan: Plan, traced) -> list[Problem]:
             path=a.path, rule=a.rule, layer=a.layer,
         ))
     return problems
+
+
+def memory_parts(variable_bytes_per_device: int, trace) -> dict[str, int]:
+    """Bytes per device by what holds them (see ``Report.memory_parts``)."""
+    parts = {"variables": variable_bytes_per_device}
+    if trace is None:
+        return parts
+    optimizer = sum(o.bytes_per_device for o in trace.optimizer_variables)
+    if optimizer:
+        parts["optimizer state"] = optimizer
+    mem = trace.memory
+    inputs = mem["argument_bytes"] - variable_bytes_per_device - optimizer
+    if inputs > 0:
+        parts["inputs"] = inputs
+    parts["layer outputs"] = sum(a.bytes_per_device or 0 for a in trace.activations)
+    parts["temporaries"] = mem["temp_bytes"]
+    return parts
+
+
+def needed_bytes(variable_bytes_per_device: int, trace) -> int:
+    """The bytes one device needs: the compiled program's arguments, outputs
+    and temporaries less what it aliases, or, with no compiled program, the
+    variables alone (a lower bound)."""
+    if trace is None:
+        return variable_bytes_per_device
+    m = trace.memory
+    return m["argument_bytes"] + m["output_bytes"] + m["temp_bytes"] - m["alias_bytes"]
+
+
+def fit_problems(target, layouts: list[VariableLayout], trace, mesh: MeshModel) -> list[Problem]:
+    """A ``does-not-fit`` error when a chip of ``target`` needs more memory
+    than it has: by the compiled program's own memory analysis, or, without
+    a forward pass, by the variables alone."""
+    capacity = target.hardware.hbm_bytes
+    if capacity is None:
+        return []
+    per_device = sum(vl.geometry.bytes_per_device for vl in layouts)
+    needed = needed_bytes(per_device, trace)
+    if needed <= capacity:
+        return []
+    parts = memory_parts(per_device, trace)
+    return [_does_not_fit(target, needed, capacity, parts, layouts, mesh,
+                          estimated=not target.is_tpu or trace is None)]
+
+
+def out_of_memory_problem(error, target) -> Problem:
+    """The compiler's own out-of-memory refusal as a ``does-not-fit`` error."""
+    needed, available = error.needed, error.available
+    what = (f"needs {human_bytes(needed)} per chip, and {target.label}'s chips have "
+            f"{human_bytes(available)}" if needed and available else "ran out of memory")
+    return Problem(
+        "error", "does-not-fit",
+        f"The compiled program {what}, by the {target.hardware.name} compiler's own count "
+        f"({error.message[-200:]}).",
+        hint=error.hint or "Shard the largest variables, or plan for more chips.")
+
+
+def _does_not_fit(target, needed: int, capacity: int, parts: dict[str, int],
+                  layouts: list[VariableLayout], mesh: MeshModel, estimated: bool) -> Problem:
+    ranked = sorted(parts.items(), key=lambda kv: -kv[1])
+    contributors = ", ".join(f"{name} {human_bytes(b)}" for name, b in ranked if b > 0)
+    source = ("estimated from the simulated devices' compiled program"
+              if trace_is_estimate(target) else "by the TPU compiler's memory analysis")
+    if all(name == "variables" for name in parts):
+        source = "by the variables alone (no forward pass)"
+    replicated = sorted((vl for vl in layouts if vl.error is None and vl.geometry.replicas > 1),
+                        key=lambda vl: -vl.geometry.bytes_per_device * (vl.geometry.replicas - 1)
+                        / vl.geometry.replicas)
+    hint = ""
+    if replicated and replicated[0].geometry.bytes_per_device > 0.05 * needed:
+        vl = replicated[0]
+        axes = ", ".join(repr(a) for a in vl.geometry.replicated_over)
+        hint = (f"Shard {vl.info.path!r} ({human_bytes(vl.geometry.bytes_per_device)} per chip, "
+                f"copied over {axes}): a rule that splits it over those axes frees the most. ")
+    chips = -(-needed * mesh.size // capacity)
+    hint += (f"Otherwise plan for about {chips} chips ({target.hardware.name} with "
+             f"{human_bytes(capacity)} each), if the largest parts shard with the mesh.")
+    return Problem(
+        "error", "does-not-fit",
+        f"Each chip of {target.label} needs {human_bytes(needed)}, {source}"
+        f"{' (an estimate)' if estimated else ''}, but has {human_bytes(capacity)}: {contributors}.",
+        hint=hint)
+
+
+def trace_is_estimate(target) -> bool:
+    """Whether figures for ``target`` come from a compiler for other devices."""
+    return not target.is_tpu

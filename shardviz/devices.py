@@ -1,4 +1,4 @@
-"""Simulated CPU devices.
+"""Devices: simulated CPU devices, and the TPU chips of a target.
 
 JAX fixes its device count when its backend starts, which happens at the
 first JAX operation. :func:`simulate_devices` must therefore run first, right
@@ -11,9 +11,20 @@ after the imports; a notebook that calls it late has to restart its kernel.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from ._adapters.jax import backend_started
 from .errors import ShardvizError
 from .format import plural
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .hardware import Target
 
 MAX_SIMULATED_DEVICES = 2048
 """The most CPU devices shardviz simulates. JAX starts 2,048 devices in about
@@ -72,3 +83,139 @@ def simulate_devices(n: int = 8, *, cpu_only: bool = True) -> int:
     jax.config.update("jax_num_cpu_devices", n)
     return n
 
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[list[str]]:
+    """Send what C++ code writes to stderr (fd 2) to a buffer for the length
+    of the block: libtpu warns about TPU_ACCELERATOR_TYPE and
+    TPU_WORKER_HOSTNAMES when it describes a topology on a machine with no
+    TPU. Yields a list that holds the captured text after the block."""
+    import os
+    import sys
+    import tempfile
+
+    captured: list[str] = []
+    sys.stderr.flush()
+    with _stderr_lock, tempfile.TemporaryFile(mode="w+b") as sink:
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            captured.append(sink.read().decode(errors="replace"))
+
+
+_stderr_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=32)
+def tpu_topology_devices(chip: str, topology: str, slices: int = 1) -> tuple:
+    """The devices of a TPU topology (``"v5e"``, ``"4x4"``), described by
+    libtpu with no TPU present: real ``TpuDevice``s that the TPU compiler
+    compiles for. Each carries ``slice_index`` when ``slices > 1``.
+
+    Raises:
+        ShardvizError: when libtpu is missing, or rejects the topology.
+    """
+    try:
+        from jax.experimental import topologies
+    except ImportError as e:  # pragma: no cover - every supported jax has it
+        raise ShardvizError(f"This JAX has no topology API ({e}).",
+                            hint="Install jax >= 0.10.") from None
+    name = f"{chip}:{topology}"
+    try:
+        with _quiet_stderr() as noise:
+            description = topologies.get_topology_desc(
+                platform="tpu", topology_name=name, num_slices=slices)
+    except Exception as e:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if _no_libtpu(e, noise):
+            raise ShardvizError(
+                f"TPU target {name!r} needs libtpu, the TPU compiler, and it is not installed "
+                f"or does not load here ({text[:200]}).",
+                hint='Install it with `pip install "shardviz[tpu]"` (Linux x86_64; about 680 '
+                "MB), or plan for target='cpu' or a GPU target.") from None
+        raise ShardvizError(f"libtpu rejects the topology {name!r}: {text[:300]}",
+                            hint="Use a topology that tiles the chip's hosts, such as "
+                            f"'{chip}:4x4'; see shardviz.targets().") from None
+    return tuple(description.devices)
+
+
+def _no_libtpu(error: Exception, noise: list[str]) -> bool:
+    text = f"{error} {' '.join(noise)}".lower()
+    return any(s in text for s in ("unknown backend", "no module named 'libtpu'",
+                                   "libtpu", "unable to initialize backend 'tpu'",
+                                   "plugin")) and "topology layout" not in text
+
+
+def check_dcn_axes(target: Target, axis_names: tuple[str, ...], shape: tuple[int, ...],
+                   dcn_axes: tuple[str, ...]) -> None:
+    """Refuse a multi-slice layout the mesh cannot take: one mesh axis spans
+    the slices (by default the batch axis), and its size is a multiple of
+    the number of slices."""
+    what = "slices" if target.is_tpu else "nodes"
+    if not dcn_axes:
+        raise ShardvizError(
+            f"{target.slices} {what} need a mesh axis to span them, and dcn_axes names none.",
+            hint="Leave dcn_axes unset to span them with the plan's batch axis (data "
+            f"parallelism over the {target.hardware.between.upper()} links), or pass "
+            "dcn_axes=('axis',).")
+    if len(dcn_axes) > 1:
+        raise ShardvizError(f"dcn_axes={dcn_axes!r}: shardviz spans the {what} with one mesh axis.",
+                            hint="Name one axis, such as dcn_axes=('batch',).")
+    sizes = dict(zip(axis_names, shape))
+    axis = dcn_axes[0]
+    if axis not in sizes:
+        raise ShardvizError(f"dcn_axes names {axis!r}, which the mesh {sizes} does not have.",
+                            hint=f"Name one of {list(sizes)}.")
+    if sizes[axis] % target.slices:
+        raise ShardvizError(
+            f"The mesh axis {axis!r} of size {sizes[axis]} spans the {target.slices} {what}, "
+            "but does not divide among them.",
+            hint=f"Make {axis!r} a multiple of {target.slices}.")
+
+
+def target_device_array(target: Target, axis_names: tuple[str, ...], shape: tuple[int, ...],
+                        dcn_axes: tuple[str, ...]) -> np.ndarray:
+    """The target's TPU devices laid out in the mesh's shape, in the order
+    the interconnect favours (``mesh_utils.create_device_mesh``, or
+    ``create_hybrid_device_mesh`` over several slices, with ``dcn_axes``
+    spanning the slices).
+
+    Raises:
+        ShardvizError: when the mesh does not fit the target's chips.
+    """
+    import numpy as np
+    from jax.experimental import mesh_utils
+
+    size = int(np.prod(shape))
+    if size != target.chips:
+        raise ShardvizError(
+            f"The mesh {dict(zip(axis_names, shape))} has {size} devices, but the target "
+            f"{target.label} has {target.chips} chips ({target.chips_per_slice} per slice x "
+            f"{target.slices}).",
+            hint=f"Make the mesh's axes multiply to {target.chips}, or pick a target with "
+            f"{size} chips.")
+    if target.slices > 1:
+        check_dcn_axes(target, axis_names, shape, dcn_axes)
+    devices = tpu_topology_devices(target.hardware.name, target.topology, target.slices)
+    try:
+        if target.slices == 1:
+            array = mesh_utils.create_device_mesh(shape, list(devices),
+                                                  allow_split_physical_axes=True)
+        else:
+            dcn_shape = tuple(target.slices if n == dcn_axes[0] else 1 for n in axis_names)
+            ici_shape = tuple(s // d for s, d in zip(shape, dcn_shape))
+            array = mesh_utils.create_hybrid_device_mesh(ici_shape, dcn_shape, list(devices),
+                                                         allow_split_physical_axes=True)
+    except Exception as e:
+        raise ShardvizError(
+            f"JAX cannot lay the mesh {dict(zip(axis_names, shape))} over {target.label}: "
+            f"{str(e).splitlines()[0][:300]}",
+            hint="Choose axis sizes that are products of the topology's dims.") from None
+    return np.asarray(array).reshape(shape)

@@ -48,6 +48,8 @@ KINDS = {
     "reused-layer": "one /output rule constrains several calls of a layer, with different shapes",
     "dropped-constraint": "XLA did not give an output the layout its rule asks for",
     "trace-failed": "the forward pass could not be traced",
+    # target hardware
+    "does-not-fit": "a chip needs more memory than it has",
 }
 """Every problem kind shardviz reports, with a one-line description."""
 
@@ -118,3 +120,14 @@ class ShardvizError(Exception):
         if self.hint:
             return f"{self.message}\n  hint: {self.hint}"
         return self.message
+
+
+class OutOfMemory(ShardvizError):
+    """The compiler refused a program that needs more memory per chip than
+    the chip has. ``needed`` and ``available`` are bytes, when the compiler
+    said them."""
+
+    def __init__(self, message: str, *, needed: int | None, available: int | None,
+                 hint: str = ""):
+        super().__init__(message, hint=hint)
+        self.needed, self.available = needed, available

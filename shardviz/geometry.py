@@ -40,13 +40,15 @@ class GeometryError(ShardvizError):
 
 
 @functools.lru_cache(maxsize=256)
-def mesh_model(mesh, abstract: bool | None = None) -> MeshModel:
-    """The (cached) :class:`MeshModel` of ``((name, size), ...)``.
+def mesh_model(mesh, abstract: bool | None = None, target=None,
+               dcn_axes: tuple[str, ...] = ()) -> MeshModel:
+    """The (cached) :class:`MeshModel` of ``((name, size), ...)``, on the
+    simulated devices, or on the chips of a TPU ``target``.
 
     >>> mesh_model((("batch", 2),), abstract=True) is mesh_model((("batch", 2),), abstract=True)
     True
     """
-    return MeshModel(mesh, abstract)
+    return MeshModel(mesh, abstract, target, dcn_axes)
 
 
 def itemsize(dtype) -> int:
@@ -63,13 +65,40 @@ class MeshModel:
         abstract: force an ``AbstractMesh`` even if devices exist. By default
             the mesh is concrete when there are at least as many devices as
             the mesh needs.
+        target: a :class:`~shardviz.hardware.Target`. On a TPU target the mesh
+            holds the topology's chips (described by libtpu, no TPU needed);
+            on a GPU target it holds simulated CPU devices, grouped into
+            nodes of the target's size.
+        dcn_axes: the mesh axis that spans the target's slices (or nodes).
     """
 
-    def __init__(self, mesh, abstract: bool | None = None):
+    def __init__(self, mesh, abstract: bool | None = None, target=None,
+                 dcn_axes: tuple[str, ...] = ()):
         self.mesh = tuple((str(n), int(s)) for n, s in mesh)
         self.axis_names = tuple(n for n, _ in self.mesh)
         self.shape = tuple(s for _, s in self.mesh)
         self.size = math.prod(self.shape)
+        self.target = target
+        self.dcn_axes = tuple(dcn_axes)
+        self.devices = None
+        """The target's chips in the mesh's shape (a TPU target), or None."""
+        if target is not None and target.is_tpu:
+            from .devices import target_device_array
+
+            self.devices = target_device_array(target, self.axis_names, self.shape,
+                                               self.dcn_axes)
+            abstract = False
+        elif target is not None and not target.is_cpu:
+            from .devices import check_dcn_axes
+
+            if self.size != target.chips:
+                raise ShardvizError(
+                    f"The mesh {dict(self.mesh)} has {self.size} devices, but the target "
+                    f"{target.label} has {target.chips} GPUs.",
+                    hint=f"Make the mesh's axes multiply to {target.chips}, or pick a target "
+                    f"with {self.size} GPUs.")
+            if target.slices > 1:
+                check_dcn_axes(target, self.axis_names, self.shape, self.dcn_axes)
         if abstract is None:
             import jax
 
@@ -90,8 +119,29 @@ class MeshModel:
             else:
                 from ._adapters import keras as keras_adapter
 
-                self._jax_mesh = keras_adapter.device_mesh(self.shape, self.axis_names).backend_mesh
+                devices = None if self.devices is None else list(self.devices.flat)
+                self._jax_mesh = keras_adapter.device_mesh(self.shape, self.axis_names,
+                                                           devices).backend_mesh
         return self._jax_mesh
+
+    @property
+    def device_list(self) -> list | None:
+        """The target's chips in mesh order, for a Keras ``DeviceMesh``; None
+        for the simulated devices (Keras takes the first of its own)."""
+        return None if self.devices is None else list(self.devices.flat)
+
+    @functools.cached_property
+    def slice_of_position(self) -> tuple[int, ...]:
+        """Per mesh position (flat), the slice (TPU) or node (GPU) it is in."""
+        target = self.target
+        if target is None or target.is_cpu or target.slices == 1:
+            return (0,) * self.size
+        if self.devices is not None:
+            return tuple(int(getattr(d, "slice_index", 0) or 0) for d in self.devices.flat)
+        # Simulated GPU nodes: the dcn axis's outer coordinate picks the node.
+        axis = self.axis_names.index(self.dcn_axes[0])
+        per = self.shape[axis] // target.slices
+        return tuple(int(idx[axis]) // per for idx in np.ndindex(self.shape))
 
     @functools.cached_property
     def device_ids(self) -> np.ndarray:

@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import pandas as pd
 
+from .checks import memory_parts, needed_bytes
 from .errors import SEVERITIES, Problem, ShardvizError
 from .format import plural
 from .geometry import MeshModel, TensorGeometry
+from .hardware import Target, parse_target
 from .layouts import OutputLayout, VariableLayout
 from .model_scan import Scan
 from .plan import Plan
@@ -60,12 +62,12 @@ ACTIVATION_COLUMNS = [
 ]
 COLLECTIVE_COLUMNS = [
     "kind", "layer", "pass", "axes", "over", "complete", "group_size", "groups", "bytes_per_device",
-    "result_bytes", "operand_bytes", "async", "name", "op_name",
+    "result_bytes", "operand_bytes", "async", "name", "op_name", "network", "seconds",
 ]
 MEMORY_COLUMNS = [
     "device", "variable_bytes", "optimizer_bytes", "input_bytes", "activation_bytes",
     "argument_bytes", "output_bytes", "temp_bytes", "alias_bytes",
-    "total_bytes",
+    "total_bytes", "capacity_bytes", "fits", "estimate",
 ]
 OPTIMIZER_COLUMNS = ["path", "reference", "shape", "dtype", "spec", "shard_shape",
                      "bytes_per_device"]
@@ -107,7 +109,7 @@ class Report:
                  variable_layouts: list[VariableLayout], output_layouts: list[OutputLayout],
                  problems: list[Problem], rule_usage: list[dict], device_count: int,
                  seconds: float = 0.0, trace: Trace | None = None,
-                 trace_error: ShardvizError | None = None) -> None:
+                 trace_error: ShardvizError | None = None, target: Target | None = None) -> None:
         self.plan = plan
         self.scan = scan
         self.mesh = mesh
@@ -120,6 +122,8 @@ class Report:
         self.trace = trace
         """The :class:`~shardviz.trace.Trace` of the forward pass, or None."""
         self.trace_error = trace_error
+        self.target: Target = target if target is not None else parse_target("cpu")
+        """The hardware planned for (:class:`~shardviz.hardware.Target`)."""
         """Why the forward pass could not run (a ShardvizError), or None."""
 
     @functools.cached_property
@@ -315,7 +319,12 @@ class Report:
         cover only part of those axes); ``group_size``; ``groups``;
         ``bytes_per_device`` (what each device sends or receives);
         ``result_bytes``; ``operand_bytes``; ``async``; ``name`` (the HLO
-        instruction); ``op_name`` (its JAX name scope).
+        instruction); ``op_name`` (its JAX name scope); ``network`` (the
+        link it runs over: ``"ici"`` or ``"dcn"`` on a TPU target,
+        ``"nvlink"`` or ``"infiniband"`` on a GPU target, ``"host"`` on the
+        simulated CPU); ``seconds`` (an estimate from the link's published
+        bandwidth and the cost rules of :func:`shardviz.hardware.collective_seconds`;
+        None on the CPU).
         """
         cols: dict[str, list] = {c: [] for c in COLLECTIVE_COLUMNS}
         for c in (self.trace.collectives if self.trace else []):
@@ -326,11 +335,13 @@ class Report:
                          ("group_size", c.group_size), ("groups", len(c.groups)),
                          ("bytes_per_device", c.bytes_per_device),
                          ("result_bytes", c.result_bytes), ("operand_bytes", c.operand_bytes),
-                         ("async", c.async_), ("name", c.name), ("op_name", c.op_name)):
+                         ("async", c.async_), ("name", c.name), ("op_name", c.op_name),
+                         ("network", c.network or "host"), ("seconds", c.seconds)):
                 cols[k].append(v)
         return frame(cols, COLLECTIVE_COLUMNS, {
             "complete": bool, "async": bool, "group_size": "int64", "groups": "int64",
-            "bytes_per_device": "int64", "result_bytes": "int64", "operand_bytes": "int64"})
+            "bytes_per_device": "int64", "result_bytes": "int64", "operand_bytes": "int64",
+            "seconds": object})
 
     @functools.cached_property
     def memory(self) -> pd.DataFrame:
@@ -342,11 +353,19 @@ class Report:
         :attr:`memory_parts`); ``argument_bytes``, ``output_bytes``,
         ``temp_bytes`` and ``alias_bytes`` (XLA's ``memory_analysis()``);
         ``total_bytes`` (arguments + outputs + temporaries − aliased). The
-        XLA columns are None without a forward pass.
+        XLA columns are None without a forward pass. ``capacity_bytes``: the
+        target chip's memory (None on the simulated CPU); ``fits``: whether
+        the device needs no more than that (``total_bytes``, or the variables
+        alone without a forward pass; None on the CPU); ``estimate``: True
+        when the figures come from a compiler for other devices than the
+        target's (a GPU target, compiled for the simulated CPUs).
         """
         cols: dict[str, list] = {c: [] for c in MEMORY_COLUMNS}
         mem = self.trace.memory if self.trace else None
         parts = self.memory_parts
+        capacity = self.target.hardware.hbm_bytes
+        needed = needed_bytes(self.variable_bytes_per_device, self.trace)
+        estimate = not self.target.is_tpu and not self.target.is_cpu
         for device in sorted(self.mesh.coords):
             cols["device"].append(device)
             cols["variable_bytes"].append(self.variable_bytes_per_device)
@@ -358,8 +377,14 @@ class Report:
             cols["total_bytes"].append(
                 mem["argument_bytes"] + mem["output_bytes"] + mem["temp_bytes"] - mem["alias_bytes"]
                 if mem else None)
+            cols["capacity_bytes"].append(capacity)
+            cols["fits"].append(None if capacity is None else needed <= capacity)
+            cols["estimate"].append(estimate)
         dtypes = {c: "int64" if mem else object for c in MEMORY_COLUMNS}
         dtypes["device"] = dtypes["variable_bytes"] = "int64"
+        dtypes["capacity_bytes"] = "int64" if capacity is not None else object
+        dtypes["fits"] = bool if capacity is not None else object
+        dtypes["estimate"] = bool
         return frame(cols, MEMORY_COLUMNS, dtypes)
 
     @functools.cached_property
@@ -372,19 +397,7 @@ class Report:
         ``temporaries`` (XLA's temp bytes). Parts that are zero are left out,
         except variables.
         """
-        parts = {"variables": self.variable_bytes_per_device}
-        if self.trace is None:
-            return parts
-        optimizer = sum(o.bytes_per_device for o in self.trace.optimizer_variables)
-        if optimizer:
-            parts["optimizer state"] = optimizer
-        mem = self.trace.memory
-        inputs = mem["argument_bytes"] - self.variable_bytes_per_device - optimizer
-        if inputs > 0:
-            parts["inputs"] = inputs
-        parts["layer outputs"] = sum(a.bytes_per_device or 0 for a in self.trace.activations)
-        parts["temporaries"] = mem["temp_bytes"]
-        return parts
+        return memory_parts(self.variable_bytes_per_device, self.trace)
 
     @property
     def pass_name(self) -> str | None:
@@ -420,6 +433,45 @@ class Report:
             for c in OPTIMIZER_COLUMNS:
                 cols[c].append(getattr(o, c))
         return frame(cols, OPTIMIZER_COLUMNS, {"bytes_per_device": "int64"})
+
+    @functools.cached_property
+    def estimate(self) -> pd.DataFrame:
+        """How long one step takes on the target, and what bounds it: one row
+        per bound, every figure an estimate unless ``source`` says the
+        compiler gave it.
+
+        Columns: ``part`` (``"compute"``: flops / peak flops; ``"memory"``:
+        bytes accessed / HBM bandwidth; ``"collectives"``: the sum of
+        ``report.collectives.seconds``; ``"compiler"``: the TPU compiler's own
+        ``optimal_seconds``, when it gives one); ``seconds``; ``bound`` (True
+        for the largest of compute, memory and collectives: what limits the
+        step); ``source`` (the formula, or the compiler). Empty without a
+        forward pass or on the simulated CPU.
+        """
+        columns = ["part", "seconds", "bound", "source"]
+        hardware = self.target.hardware
+        if self.trace is None or self.target.is_cpu:
+            return pd.DataFrame(columns=columns)
+        mem = self.trace.memory
+        flops, accessed = mem.get("flops"), mem.get("bytes_accessed")
+        rows = []
+        if flops is not None and hardware.peak_flops:
+            rows.append(["compute", flops / hardware.peak_flops, False,
+                         f"{flops:.3g} flops / {hardware.peak_flops:.3g} peak bf16 FLOP/s"])
+        if accessed is not None and hardware.hbm_bandwidth:
+            rows.append(["memory", accessed / hardware.hbm_bandwidth, False,
+                         f"{accessed:.3g} bytes accessed / {hardware.hbm_bandwidth:.3g} B/s HBM"])
+        timed = [c.seconds for c in self.trace.collectives if c.seconds is not None]
+        rows.append(["collectives", float(sum(timed)), False,
+                     f"sum over {len(timed)} collectives of bytes / link bandwidth "
+                     "(published figures), with a latency floor"])
+        if rows:
+            top = max(range(len(rows)), key=lambda i: rows[i][1])
+            rows[top][2] = True
+        if mem.get("optimal_seconds") is not None:
+            rows.append(["compiler", mem["optimal_seconds"], False,
+                         f"the {hardware.name} compiler's optimal_seconds"])
+        return pd.DataFrame(rows, columns=columns)
 
     @property
     def flops(self) -> float | None:

@@ -27,7 +27,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "shardviz"
 
 BASE = {"errors", "format"}
 VALUES = {"plan", "inputs", "model_scan", "match", "geometry", "layouts", "checks", "devices",
-          "examples"}
+          "examples", "hardware"}
 ASSEMBLY = {"report", "analysis"}
 OUTER = {"cli", "__main__"}
 

@@ -9,7 +9,7 @@ import time
 
 from .._adapters import keras as keras_adapter
 from .._adapters.jax import capturing_shardings
-from ..errors import ShardvizError
+from ..errors import OutOfMemory, ShardvizError
 from . import hlo
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -61,6 +61,8 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None):
     except ShardvizError:
         raise
     except Exception as e:
+        if "RESOURCE_EXHAUSTED" in str(e) and "memory" in str(e):
+            raise out_of_memory(e, what, name) from None
         raised = keras_adapter.raising_layer(e)
         if raised is not None and raised is not recorder.model:
             layer = raised.name
@@ -76,3 +78,34 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None):
             layer=layer,
         ) from e
     return compiled
+
+
+_SIZE = r"\(?([\d.]+)\s*([KMGT]?)i?B?\)?"
+_OOM = re.compile(rf"required[^(]*{_SIZE}\s*exceeds available HBM\s*{_SIZE}")
+
+
+def _bytes(number: str, unit: str) -> int:
+    return int(float(number) * 1024 ** " KMGT".index(unit or " "))
+
+
+def out_of_memory(error: Exception, what: str, name: str) -> OutOfMemory:
+    """The compiler's out-of-memory refusal ("RESOURCE_EXHAUSTED: Ran out of
+    memory on HBM, the total memory required ... (47.68G) exceeds available
+    HBM (15.75G)") as an :class:`OutOfMemory` with both figures.
+
+    >>> e = RuntimeError("RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm. "
+    ...                  "the total memory required for HLO temporaries (47.68G) exceeds "
+    ...                  "available HBM (15.75G).")
+    >>> oom = out_of_memory(e, "forward", "m")
+    >>> round(oom.needed / 2**30, 2), round(oom.available / 2**30, 2)
+    (47.68, 15.75)
+    """
+    text = _short_message(error)
+    m = _OOM.search(str(error))
+    needed = _bytes(m.group(1), m.group(2)) if m else None
+    available = _bytes(m.group(3), m.group(4)) if m else None
+    return OutOfMemory(
+        f"The {what} pass of model {name!r} does not fit: the compiler ran out of memory "
+        f"({text[:300]})", needed=needed, available=available,
+        hint="Shard the largest variables over more devices, or use a target with more chips "
+        "or more memory per chip.")

@@ -28,6 +28,7 @@ from ..inputs import (
 from . import hlo
 from .activations import Activation, Recorder
 from .compile import collectives_of, compile_pass
+from .cost import priced
 from .train_step import OptimizerVariable, add_train_step
 
 
@@ -128,14 +129,21 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
             "before any JAX operation, or shrink the mesh. The variable layouts above are "
             "still exact.",
         )
-    dist = plan.to_keras()
+    dist = plan.to_keras(devices=mesh.device_list)
     model_specs = model_input_specs(model)
     specs, concrete_inputs = normalize_inputs(inputs, model_specs)
     check_against_model(specs, model_specs, name)
+    on_chips = mesh.device_list is not None
     if mode is None:
-        mode = "concrete" if concrete_inputs and not scan.built_by_shardviz else "abstract"
+        mode = ("concrete" if concrete_inputs and not scan.built_by_shardviz and not on_chips
+                else "abstract")
     if mode not in ("abstract", "concrete"):
         raise ShardvizError(f"mode must be 'abstract' or 'concrete', got {mode!r}.")
+    if mode == "concrete" and on_chips:
+        raise ShardvizError(
+            f"The target {mesh.target.label} is compiled for, not run: there is no TPU here, "
+            "so mode='concrete' cannot execute on it.",
+            hint="Leave mode unset (abstract), or drop target= to run on the simulated CPUs.")
     input_specs = _data_shardings(dist, mesh, specs, name)
 
     # Keyed by path, as Keras's LayoutMap is: the layout of a variable is
@@ -181,7 +189,7 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
     recorder.set_returned(compiled.output_shardings)
     activations = recorder.activations()
     layer_paths = [o.layer_path for o in scan.outputs] or [a.layer_path for a in activations]
-    forward_collectives = collectives_of(compiled, mesh, layer_paths)
+    forward_collectives = priced(collectives_of(compiled, mesh, layer_paths), mesh)
     result = Trace(
         mode=mode, train_step=train_step, activations=activations,
         collectives=forward_collectives, memory=hlo.memory(compiled),

@@ -73,6 +73,9 @@ class Collective:
             that know the model's layer paths map them with
             :func:`layer_for_scope`.
         pass_: ``"forward"``, ``"backward"`` or ``"update"`` (in a train step).
+        network: the link it runs over (``"ici"``, ``"dcn"``, ``"nvlink"``,
+            ``"infiniband"``, ``"host"``), once the trace knows the target.
+        seconds: an estimate of its time on that link, or None.
     """
 
     kind: str
@@ -87,6 +90,8 @@ class Collective:
     scopes: tuple
     layer: str
     pass_: str
+    network: str = ""
+    seconds: float | None = None
 
     @property
     def bytes_per_device(self) -> int:
@@ -347,13 +352,20 @@ def layer_for_scope(scope: str, layer_paths) -> str | None:
 def collectives(hlo_text: str, axis_names, mesh_shape) -> list[Collective]:
     """Every collective of a compiled module's text, in program order."""
     shapes = {}
+    sources: dict[str, tuple[str, str]] = {}  # name -> (op_name, first operand)
     found = []
     for line in hlo_text.splitlines():
         m = _INSTRUCTION.match(line)
         if not m:
             continue
         shapes[m.group("name")] = m.group("shape")
+        first = m.group("operands").split(",")[0].strip().split()[-1:] or [""]
+        sources[m.group("name")] = (_attr(m.group("attrs"), "op_name") or "",
+                                    first[0].lstrip("%"))
         op = m.group("op")
+        if op == "send" and "_xla_megascale_transfer_type" in m.group("attrs"):
+            found.append((m, "megascale", False))
+            continue
         base = op[:-6] if op.endswith("-start") else op
         if base not in KINDS or op.endswith("-done"):
             continue
@@ -361,6 +373,9 @@ def collectives(hlo_text: str, axis_names, mesh_shape) -> list[Collective]:
     out = []
     for m, kind, is_async in found:
         attrs = m.group("attrs")
+        if kind == "megascale":
+            out.append(_megascale(m, sources))
+            continue
         groups_text = _attr(attrs, "replica_groups")
         if kind == "collective-permute":
             pairs = parse_replica_groups(_attr(attrs, "source_target_pairs") or "{}")
@@ -389,6 +404,35 @@ def collectives(hlo_text: str, axis_names, mesh_shape) -> list[Collective]:
             op_name=op_name, scopes=scopes, layer=", ".join(scopes), pass_=pass_,
         ))
     return out
+
+
+MEGASCALE_KINDS = {"ALL_REDUCE": "all-reduce", "ALL_GATHER": "all-gather",
+                   "REDUCE_SCATTER": "reduce-scatter", "ALL_TO_ALL": "all-to-all"}
+
+
+def _megascale(m, sources: dict[str, tuple[str, str]]) -> Collective:
+    """A collective between TPU slices: XLA hands it to the multi-slice
+    runtime as a host-transfer ``send`` whose attributes name its kind
+    (``_xla_megascale_transfer_type="ALL_REDUCE"``). It runs over the
+    data-centre network; its groups are the same chip in every slice, so the
+    trace fills in the axes."""
+    attrs = m.group("attrs")
+    transfer = _attr(attrs, "_xla_megascale_transfer_type") or ""
+    transfer = transfer.strip('"{}')
+    kind = MEGASCALE_KINDS.get(transfer, transfer.lower().replace("_", "-") or "collective")
+    elements = tuple_elements(m.group("shape"))
+    size = shape_bytes(elements[0]) if elements else shape_bytes(m.group("shape"))
+    op_name = _attr(attrs, "op_name") or ""
+    operand = m.group("operands").split(",")[0].strip().lstrip("%")
+    for _ in range(8):  # the transfer has no metadata: take its data's producer's
+        if op_name or operand not in sources:
+            break
+        op_name, operand = sources[operand]
+    scopes, pass_ = scopes_of(op_name)
+    return Collective(kind=kind, name=m.group("name"), async_=True, result_bytes=int(size),
+                      operand_bytes=int(size), groups=(), axes=(), complete=True,
+                      op_name=op_name, scopes=scopes, layer=", ".join(scopes), pass_=pass_,
+                      network="dcn")
 
 
 def _permute_axes(pairs, axis_names, mesh_shape):
@@ -443,4 +487,7 @@ def memory(compiled) -> dict:
     cost = cost or {}
     out["flops"] = float(cost["flops"]) if "flops" in cost else None
     out["bytes_accessed"] = float(cost["bytes accessed"]) if "bytes accessed" in cost else None
+    optimal = cost.get("optimal_seconds")
+    # The TPU compiler's own estimate; it can be negative, which means none.
+    out["optimal_seconds"] = float(optimal) if optimal is not None and optimal > 0 else None
     return out

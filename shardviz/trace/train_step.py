@@ -15,6 +15,7 @@ from ..match import RuleMatcher
 from . import hlo
 from .activations import Recorder
 from .compile import collectives_of, compile_pass
+from .cost import priced
 
 
 @dataclasses.dataclass
@@ -111,7 +112,7 @@ def add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, opt
 
     compiled = compile_pass(step, (tv, ntv, ov, x), name, recorder, seconds, "train_step")
     layer_paths = [a.layer_path for a in result.activations]
-    collectives = collectives_of(compiled, mesh, layer_paths)
+    collectives = priced(collectives_of(compiled, mesh, layer_paths), mesh)
     prefix = optimizer.name
     result.forward_collectives = result.collectives
     result.collectives = [

@@ -1,0 +1,249 @@
+"""Target hardware: the TPU compiler's own answers for a topology with no TPU
+here, published figures for GPUs (labelled estimates), and the fit.
+
+Truth comes from outside shardviz: the same Keras model compiled directly
+with ``jax.jit(...).lower(...).compile()`` on the topology's devices, and
+the compiler's own out-of-memory refusal.
+"""
+
+import os
+
+import jax
+import keras
+import pytest
+from jax.sharding import NamedSharding
+
+import shardviz
+from shardviz import Plan, ShardvizError, examples
+from shardviz.hardware import HARDWARE, collective_seconds, parse_target
+
+
+def _libtpu() -> bool:
+    try:
+        import libtpu  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+HAVE_LIBTPU = _libtpu()
+if not HAVE_LIBTPU and os.environ.get("SHARDVIZ_REQUIRE_TPU"):
+    raise RuntimeError("SHARDVIZ_REQUIRE_TPU is set but libtpu is not installed "
+                       "(pip install -e '.[tpu]')")
+needs_tpu = pytest.mark.skipif(not HAVE_LIBTPU, reason="libtpu is not installed")
+
+
+def test_the_table_of_targets_has_every_figure_and_its_source():
+    table = shardviz.targets()
+    assert set(table.name) == {"v4", "v5e", "v5p", "v6e", "h100", "h200", "b200", "cpu"}
+    chips = table[table.family != "cpu"]
+    for column in ("hbm_bytes", "hbm_bandwidth", "peak_bf16_flops", "link_bandwidth",
+                   "between_bandwidth"):
+        assert (chips[column] > 0).all(), column
+    assert chips.source.str.contains("https://").all()
+    assert set(chips.link) == {"ici", "nvlink"} and set(chips.between) == {"dcn", "infiniband"}
+
+
+@pytest.mark.parametrize("text, words", [
+    ("v9x:4x4", "Unknown target 'v9x:4x4'"),
+    ("v5e", "has 2 dims"),
+    ("v5p:4x4", "has 3 dims"),
+    ("v5e:32x32", "at most 256 chips"),
+    ("h100:16", "1 to 8 GPUs"),
+    ("h100", "names the GPUs of one node"),
+    ("cpu:8", "takes no topology"),
+])
+def test_bad_target_names_are_explained(text, words):
+    with pytest.raises(ShardvizError, match=words) as info:
+        parse_target(text)
+    assert "Known targets" in info.value.hint or info.value.hint
+
+
+def test_bad_slices_are_explained():
+    for slices in (0, -1, 1.5, True):
+        with pytest.raises(ShardvizError, match="slices must be a whole number"):
+            parse_target("v5e:2x2", slices)
+
+
+def test_collective_time_follows_the_published_cost_rules():
+    w = 1e11
+    assert collective_seconds("all-gather", 4 * 10**8, 8, w) == 4e8 / w
+    assert collective_seconds("reduce-scatter", 4 * 10**8, 8, w) == 4e8 / w
+    assert collective_seconds("all-reduce", 4 * 10**8, 8, w) == 2 * 4e8 / w
+    assert collective_seconds("all-to-all", 4 * 10**8, 8, w) == 4e8 / (4 * w)
+    assert collective_seconds("all-reduce", 64, 8, w) == pytest.approx(7e-6)  # latency floor
+    assert collective_seconds("all-reduce", 64, 8, None) is None
+
+
+# ------------------------------------------------------------------- TPU
+def _direct_compile(model, plan, mesh_devices, inputs_shape):
+    """Compile the model's forward pass on the TPU topology without shardviz:
+    Keras's own distribution gives every layout."""
+    dist = plan.to_keras(devices=list(mesh_devices.flat))
+    mesh = dist.device_mesh.backend_mesh
+
+    def placed(variables):
+        return [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype,
+                                     sharding=dist.get_variable_layout(v).backend_layout)
+                for v in variables]
+
+    x = jax.ShapeDtypeStruct(inputs_shape, "float32", sharding=NamedSharding(
+        mesh, jax.sharding.PartitionSpec(*dist.get_data_layout(inputs_shape).axes)))
+
+    def forward(tv, ntv, x):
+        return model.stateless_call(tv, ntv, x)[0]
+
+    lowered = jax.jit(forward).lower(placed(model.trainable_variables),
+                                     placed(model.non_trainable_variables), x)
+    return lowered.compile()
+
+
+def _topology_mesh(name, shape):
+    from jax.experimental import mesh_utils, topologies
+
+    devices = topologies.get_topology_desc(platform="tpu", topology_name=name).devices
+    return mesh_utils.create_device_mesh(shape, devices, allow_split_physical_axes=True)
+
+
+@needs_tpu
+def test_memory_per_chip_equals_the_tpu_compilers_own():
+    plan = examples.megatron_plan()
+    build = lambda: examples.mlp(d_model=512, hidden=2048)  # noqa: E731
+    report = shardviz.analyze(build, plan, inputs=(16, 512), target="v5e:2x4")
+    assert report.trace is not None and report.target.is_tpu
+    assert "TPU" in report.trace.hlo_text or "T(8,128)" in report.trace.hlo_text  # TPU tiles
+    compiled = _direct_compile(report.scan.model, plan, _topology_mesh("v5e:2x4", (2, 4)),
+                               (16, 512))
+    stats = compiled.memory_analysis()
+    row = report.memory.iloc[0]
+    assert row["argument_bytes"] == stats.argument_size_in_bytes
+    assert row["output_bytes"] == stats.output_size_in_bytes
+    assert row["temp_bytes"] == stats.temp_size_in_bytes
+    assert row["capacity_bytes"] == HARDWARE["v5e"].hbm_bytes and bool(row["fits"])
+    assert not row["estimate"]
+    # The collectives are the TPU compiler's: one all-reduce over `model`, on ICI.
+    text = compiled.as_text()
+    assert text.count(" all-reduce(") + text.count(" all-reduce-start(") == len(
+        report.collectives) == 1
+    assert report.collectives[["kind", "axes", "network"]].values.tolist() == [
+        ["all-reduce", ("model",), "ici"]]
+    assert (report.memory["total_bytes"] <= report.memory["capacity_bytes"]).all()
+
+
+@needs_tpu
+def test_the_fit_verdict_agrees_with_the_compilers_out_of_memory():
+    # 2 x 8 GiB of fp32 kernels: replicated they overflow a 16 GB v5e chip,
+    # split four ways they fit.
+    build = lambda: examples.mlp(d_model=16384, hidden=131072)  # noqa: E731
+    replicated = Plan({"batch": 4})
+    report = shardviz.analyze(build, replicated, inputs=(4, 16384), target="v5e:2x2")
+    (p,) = report.problems_of("does-not-fit")
+    assert p.severity == "error" and "v5e:2x2" in p.message or "compiler" in p.message
+    assert report.trace is None and len(report.variables) == 4  # the variables are kept
+    with pytest.raises(Exception, match="RESOURCE_EXHAUSTED"):
+        _direct_compile(report.scan.model, replicated, _topology_mesh("v5e:2x2", (4,)),
+                        (4, 16384))
+    split = Plan({"model": 4}, {".*up/kernel": (None, "model"), ".*down/kernel": ("model", None)},
+                 batch_axis=None)
+    fits = shardviz.analyze(build, split, inputs=(4, 16384), target="v5e:2x2")
+    assert not fits.problems_of("does-not-fit") and bool(fits.memory["fits"].all())
+
+
+@needs_tpu
+def test_variables_alone_that_overflow_a_chip_do_not_fit_without_a_forward_pass():
+    build = lambda: examples.mlp(d_model=16384, hidden=131072)  # noqa: E731
+    report = shardviz.analyze(build, Plan({"batch": 4}), target="v5e:2x2")
+    (p,) = report.problems_of("does-not-fit")
+    assert "variables alone" in p.message and "16.0 GiB" in p.message
+    assert "Shard" in p.hint and "up/kernel" in p.hint or "down/kernel" in p.hint
+    assert not bool(report.memory["fits"].iloc[0])
+
+
+@needs_tpu
+def test_two_slices_put_the_data_parallel_all_reduce_on_dcn_and_the_model_one_on_ici():
+    plan = Plan({"batch": 4, "model": 4}, examples.megatron_plan().rules)
+    report = shardviz.analyze(examples.mlp, plan, inputs=(8, 16), target="v5e:2x4", slices=2,
+                              train_step=True)
+    c = report.collectives
+    assert set(c.loc[c["axes"].map(lambda a: a == ("model",)), "network"]) == {"ici"}
+    dcn = c[c.network == "dcn"]
+    assert len(dcn) and set(dcn["axes"]) == {("batch",)} and set(dcn.kind) == {"all-reduce"}
+    # Every DCN row is one transfer the TPU compiler hands to the multi-slice runtime.
+    text = report.trace.hlo_text
+    assert text.count('_xla_megascale_transfer_type="ALL_REDUCE"') >= len(dcn)
+    assert len({d.slice_index for d in report.mesh.devices.flat}) == 2
+    # Hand calculation of the estimates from the cost rules.
+    v5e = HARDWARE["v5e"]
+    for row in c.to_dict("records")[:3]:
+        bandwidth = v5e.between_bandwidth if row["network"] == "dcn" else v5e.link_bandwidth
+        group = 2 if row["network"] == "dcn" else row["group_size"]
+        factor = {"all-reduce": 2.0, "all-to-all": 0.25}.get(row["kind"], 1.0)
+        expected = max(factor * row["bytes_per_device"] / bandwidth, (group - 1) * 1e-6)
+        assert row["seconds"] == pytest.approx(expected), row
+
+
+@needs_tpu
+def test_a_mesh_that_does_not_match_the_chips_is_a_clear_error():
+    with pytest.raises(ShardvizError, match="has 8 devices, but the target v5e:4x4 has 16"):
+        shardviz.analyze(examples.mlp, examples.megatron_plan(), target="v5e:4x4")
+    with pytest.raises(ShardvizError, match="dcn_axes names none"):
+        shardviz.analyze(examples.mlp, Plan({"batch": 2, "model": 8}), target="v5e:2x4",
+                         slices=2, dcn_axes=())
+    with pytest.raises(ShardvizError, match="does not have"):
+        shardviz.analyze(examples.mlp, Plan({"batch": 2, "model": 8}), target="v5e:2x4",
+                         slices=2, dcn_axes=("data",))
+    with pytest.raises(ShardvizError, match="does not divide among them"):
+        shardviz.analyze(examples.mlp, Plan({"batch": 1, "model": 16}), target="v5e:2x4",
+                         slices=2)
+    run = shardviz.analyze(examples.mlp, examples.megatron_plan(), inputs=(8, 16),
+                           target="v5e:2x4", mode="concrete")
+    assert "compiled for, not run" in run.trace_error.message
+    assert run.problems_of("trace-failed") and len(run.variables) == 4
+
+
+def test_a_missing_libtpu_says_how_to_get_it(monkeypatch):
+    from jax.experimental import topologies
+
+    from shardviz import devices
+
+    def refuse(**kwargs):
+        raise RuntimeError("Unable to initialize backend 'tpu': no libtpu found")
+
+    from shardviz.geometry import mesh_model
+
+    devices.tpu_topology_devices.cache_clear()
+    mesh_model.cache_clear()
+    monkeypatch.setattr(topologies, "get_topology_desc", refuse)
+    with pytest.raises(ShardvizError, match="needs libtpu") as info:
+        shardviz.analyze(examples.mlp, examples.megatron_plan(), target="v5e:2x4")
+    assert 'pip install "shardviz[tpu]"' in info.value.hint
+    devices.tpu_topology_devices.cache_clear()
+    mesh_model.cache_clear()
+
+
+# ------------------------------------------------------------------- GPU
+def test_a_gpu_target_labels_every_figure_an_estimate():
+    report = shardviz.analyze(examples.mlp, examples.megatron_plan(), inputs=(8, 16),
+                              target="h100:8")
+    row = report.memory.iloc[0]
+    assert bool(row["estimate"]) and row["capacity_bytes"] == 80 * 10**9 and bool(row["fits"])
+    assert report.collectives[["axes", "network"]].values.tolist() == [[("model",), "nvlink"]]
+    assert set(report.estimate.part) == {"compute", "memory", "collectives"}
+    assert report.estimate.bound.sum() == 1
+
+
+def test_two_gpu_nodes_put_the_batch_axis_on_infiniband():
+    plan = Plan({"batch": 2, "model": 4}, examples.megatron_plan().rules)
+    report = shardviz.analyze(examples.mlp, plan, inputs=(8, 16), target="h100:4", slices=2,
+                              train_step=True)
+    c = report.collectives
+    assert set(c.loc[c["axes"].map(lambda a: a == ("batch",)), "network"]) == {"infiniband"}
+    assert set(c.loc[c["axes"].map(lambda a: a == ("model",)), "network"]) == {"nvlink"}
+
+
+def test_without_a_target_nothing_changes():
+    report = shardviz.analyze(examples.mlp, examples.megatron_plan(), inputs=(8, 16))
+    assert report.target.is_cpu and set(report.collectives.network) == {"host"}
+    assert report.collectives.seconds.isna().all() and report.estimate.empty
+    assert report.memory["capacity_bytes"].isna().all()
+    assert keras.backend.backend() == "jax"
