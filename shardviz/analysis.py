@@ -121,7 +121,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
                                    progress=progress)
             except OutOfMemory as e:
                 trace_error = e
-                problems.append(checks.out_of_memory_problem(e, hardware))
+                problems.append(checks.out_of_memory_problem(e, hardware, var_layouts, mesh))
             except ShardvizError as e:
                 trace_error = e
         if trace_error is not None and not isinstance(trace_error, OutOfMemory):

@@ -398,7 +398,7 @@ def fit_problems(target, layouts: list[VariableLayout], trace, mesh: MeshModel) 
     """A ``does-not-fit`` error when a chip of ``target`` needs more memory
     than it has: by the compiled program's own memory analysis, or, without
     a forward pass, by the variables alone."""
-    capacity = target.hardware.hbm_bytes
+    capacity = mesh.capacity_bytes
     if capacity is None:
         return []
     per_device = sum(vl.geometry.bytes_per_device for vl in layouts)
@@ -407,19 +407,23 @@ def fit_problems(target, layouts: list[VariableLayout], trace, mesh: MeshModel) 
         return []
     parts = memory_parts(per_device, trace)
     return [_does_not_fit(target, needed, capacity, parts, layouts, mesh,
-                          estimated=not target.is_tpu or trace is None)]
+                          estimated=not target.is_tpu)]
 
 
-def out_of_memory_problem(error, target) -> Problem:
+def out_of_memory_problem(error, target, layouts: list[VariableLayout],
+                          mesh: MeshModel) -> Problem:
     """The compiler's own out-of-memory refusal as a ``does-not-fit`` error."""
     needed, available = error.needed, error.available
-    what = (f"needs {human_bytes(needed)} per chip, and {target.label}'s chips have "
-            f"{human_bytes(available)}" if needed and available else "ran out of memory")
+    per_device = sum(vl.geometry.bytes_per_device for vl in layouts)
+    what = (f"needs {human_bytes(needed)} per chip, and the {target.hardware.name} compiler "
+            f"allows {human_bytes(available)}" if needed and available else
+            "needs more memory per chip than the compiler allows")
     return Problem(
         "error", "does-not-fit",
-        f"The compiled program {what}, by the {target.hardware.name} compiler's own count "
-        f"({error.message[-200:]}).",
-        hint=error.hint or "Shard the largest variables, or plan for more chips.")
+        f"{error.message[:-1]} on {target.label}: it {what}. The variables alone take "
+        f"{human_bytes(per_device)} per chip. The compiler says: {error.detail}",
+        hint=_fit_hint(target, needed or per_device, available or mesh.capacity_bytes or 1,
+                       layouts, mesh))
 
 
 def _does_not_fit(target, needed: int, capacity: int, parts: dict[str, int],
@@ -430,6 +434,18 @@ def _does_not_fit(target, needed: int, capacity: int, parts: dict[str, int],
               if trace_is_estimate(target) else "by the TPU compiler's memory analysis")
     if all(name == "variables" for name in parts):
         source = "by the variables alone (no forward pass)"
+    return Problem(
+        "error", "does-not-fit",
+        f"Each chip of {target.label} needs {human_bytes(needed)}, {source}"
+        f"{' (an estimate)' if estimated else ''}, but may use {human_bytes(capacity)}: "
+        f"{contributors}.",
+        hint=_fit_hint(target, needed, capacity, layouts, mesh))
+
+
+def _fit_hint(target, needed: int, capacity: int, layouts: list[VariableLayout],
+              mesh: MeshModel) -> str:
+    """What to shard first (the variable whose copies cost the most), and
+    about how many chips the whole would need."""
     replicated = sorted((vl for vl in layouts if vl.error is None and vl.geometry.replicas > 1),
                         key=lambda vl: -vl.geometry.bytes_per_device * (vl.geometry.replicas - 1)
                         / vl.geometry.replicas)
@@ -442,11 +458,7 @@ def _does_not_fit(target, needed: int, capacity: int, parts: dict[str, int],
     chips = -(-needed * mesh.size // capacity)
     hint += (f"Otherwise plan for about {chips} chips ({target.hardware.name} with "
              f"{human_bytes(capacity)} each), if the largest parts shard with the mesh.")
-    return Problem(
-        "error", "does-not-fit",
-        f"Each chip of {target.label} needs {human_bytes(needed)}, {source}"
-        f"{' (an estimate)' if estimated else ''}, but has {human_bytes(capacity)}: {contributors}.",
-        hint=hint)
+    return hint
 
 
 def trace_is_estimate(target) -> bool:

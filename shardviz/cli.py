@@ -318,21 +318,22 @@ def cmd_report(args) -> int:
     inputs = [parse_inputs(t) for t in args.inputs or []]
     fail_on = parse_fail_on(args.fail_on) if args.fail_on else set()
     max_replicated = parse_bytes(args.max_replicated_bytes) if args.max_replicated_bytes else None
-    target = load_builder(args.target)
+    builder = load_builder(args.builder)
     progress = Progress(args.quiet)
     try:
         from .analysis import analyze
 
         progress("scanning the model")
-        report = analyze(target, plan, (inputs[0] if len(inputs) == 1 else inputs) or None,
+        report = analyze(builder, plan, (inputs[0] if len(inputs) == 1 else inputs) or None,
                          mode="concrete" if args.run else "abstract", train_step=args.train_step,
-                         progress=progress)
+                         progress=progress, target=args.target, slices=args.slices,
+                         dcn_axes=(args.dcn_axis,) if args.dcn_axis else None)
     except ShardvizError as e:
         raise UsageError.of(e) from None
     finally:
         progress.stop()
     print_report(report, args)
-    write_outputs(report, args, f"shardviz report: {args.target}")
+    write_outputs(report, args, f"shardviz report: {args.builder}")
     failures = guard_failures(report, fail_on, max_replicated)
     for line in failures:
         print(line)
@@ -373,7 +374,7 @@ def make_parser() -> argparse.ArgumentParser:
                             description="Analyse a model (or a zero-argument builder of one) under "
                             "a plan, print the tables and problems, and check guards.",
                             epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    report.add_argument("target", metavar="MODULE_OR_FILE:BUILDER",
+    report.add_argument("builder", metavar="MODULE_OR_FILE:BUILDER",
                         help="e.g. mypkg.models:build or models.py:build")
     plan = report.add_argument_group("the plan")
     plan.add_argument("--plan", metavar="PLAN.JSON", help="a plan saved with Plan.to_json()")
@@ -390,6 +391,14 @@ def make_parser() -> argparse.ArgumentParser:
                      "allocating nothing)")
     run.add_argument("--train-step", action="store_true",
                      help="analyse a training step (forward, backward, optimizer update)")
+    hw = report.add_argument_group("target hardware")
+    hw.add_argument("--target", metavar="NAME",
+                    help="plan for this hardware, e.g. v5e:4x4, v5p:2x2x4 (compiled by the TPU "
+                    "compiler, needs libtpu), h100:8 (estimates); default: the simulated CPUs")
+    hw.add_argument("--slices", type=int, default=1, metavar="N",
+                    help="TPU slices joined by DCN, or GPU nodes (default 1)")
+    hw.add_argument("--dcn-axis", metavar="AXIS",
+                    help="the mesh axis that spans the slices (default: the batch axis)")
     guards = report.add_argument_group(
         "CI guards (exit code 1 when one fails; any error in the report always fails)")
     guards.add_argument("--fail-on", metavar="KINDS",

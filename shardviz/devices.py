@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import re
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -91,7 +93,6 @@ def _quiet_stderr() -> Iterator[list[str]]:
     of the block: libtpu warns about TPU_ACCELERATOR_TYPE and
     TPU_WORKER_HOSTNAMES when it describes a topology on a machine with no
     TPU. Yields a list that holds the captured text after the block."""
-    import os
     import sys
     import tempfile
 
@@ -128,13 +129,17 @@ def tpu_topology_devices(chip: str, topology: str, slices: int = 1) -> tuple:
         raise ShardvizError(f"This JAX has no topology API ({e}).",
                             hint="Install jax >= 0.10.") from None
     name = f"{chip}:{topology}"
+    # libtpu guards real chips with a machine-wide lock file, so that one
+    # process owns them. shardviz only compiles for a described topology and
+    # never touches a chip, so two notebooks (or test workers) may both plan.
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     try:
-        with _quiet_stderr() as noise:
+        with _quiet_stderr():
             description = topologies.get_topology_desc(
                 platform="tpu", topology_name=name, num_slices=slices)
     except Exception as e:
         text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if _no_libtpu(e, noise):
+        if _no_libtpu():
             raise ShardvizError(
                 f"TPU target {name!r} needs libtpu, the TPU compiler, and it is not installed "
                 f"or does not load here ({text[:200]}).",
@@ -146,11 +151,10 @@ def tpu_topology_devices(chip: str, topology: str, slices: int = 1) -> tuple:
     return tuple(description.devices)
 
 
-def _no_libtpu(error: Exception, noise: list[str]) -> bool:
-    text = f"{error} {' '.join(noise)}".lower()
-    return any(s in text for s in ("unknown backend", "no module named 'libtpu'",
-                                   "libtpu", "unable to initialize backend 'tpu'",
-                                   "plugin")) and "topology layout" not in text
+def _no_libtpu() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("libtpu") is None
 
 
 def check_dcn_axes(target: Target, axis_names: tuple[str, ...], shape: tuple[int, ...],
@@ -219,3 +223,33 @@ def target_device_array(target: Target, axis_names: tuple[str, ...], shape: tupl
             f"{str(e).splitlines()[0][:300]}",
             hint="Choose axis sizes that are products of the topology's dims.") from None
     return np.asarray(array).reshape(shape)
+
+
+_AVAILABLE = re.compile(r"exceeds available HBM \(([\d.]+)([KMGT]?)\)")
+
+
+@functools.lru_cache(maxsize=16)
+def tpu_usable_bytes(chip: str, topology: str) -> int | None:
+    """The memory the TPU compiler lets one chip's program use (less than the
+    chip's HBM: the runtime keeps some), read from the compiler's own
+    refusal of a program too large for any chip. None if it says nothing.
+
+    It is the capacity the compiler's out-of-memory check uses, so shardviz's
+    fit verdict and the compiler's agree.
+    """
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    device = tpu_topology_devices(chip, topology)[0]
+    mesh = Mesh(np.array([device]), ("x",))
+    huge = jax.ShapeDtypeStruct((2**20, 2**20, 2**8), "float32",
+                                sharding=NamedSharding(mesh, PartitionSpec()))
+    try:
+        with _quiet_stderr():
+            jax.jit(lambda a: a * 2).lower(huge).compile()
+    except Exception as e:
+        m = _AVAILABLE.search(str(e))
+        if m:
+            return int(float(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " "))
+    return None

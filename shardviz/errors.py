@@ -128,6 +128,7 @@ class OutOfMemory(ShardvizError):
     said them."""
 
     def __init__(self, message: str, *, needed: int | None, available: int | None,
-                 hint: str = ""):
+                 detail: str = "", hint: str = ""):
         super().__init__(message, hint=hint)
-        self.needed, self.available = needed, available
+        self.needed, self.available, self.detail = needed, available, detail
+        """``detail`` is the compiler's own message."""

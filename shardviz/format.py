@@ -43,3 +43,18 @@ def plural(n: int, word: str, words: str | None = None) -> str:
     ('1 collective', '0 collectives', '2 axes')
     """
     return f"{n:,} {word if n == 1 else (words or word + 's')}"
+
+
+def human_seconds(s: float | None) -> str:
+    """``0.0123`` as ``'12.3 ms'``; None as ``'—'``.
+
+    >>> human_seconds(2.5), human_seconds(0.0123), human_seconds(4e-6), human_seconds(None)
+    ('2.50 s', '12.3 ms', '4.0 µs', '—')
+    """
+    if s is None or s != s:
+        return "—"
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.1f} µs"

@@ -106,6 +106,22 @@ class MeshModel:
         self.abstract = bool(abstract)
         self._jax_mesh = None
 
+    @functools.cached_property
+    def capacity_bytes(self) -> int | None:
+        """The memory one device's program may use on the target: what the
+        TPU compiler allows a chip (its own figure, below the chip's HBM),
+        the published HBM of a GPU (an estimate), or None on the CPU."""
+        target = self.target
+        if target is None or target.is_cpu:
+            return None
+        if target.is_tpu:
+            from .devices import tpu_usable_bytes
+
+            usable = tpu_usable_bytes(target.hardware.name, target.topology)
+            if usable is not None:
+                return usable
+        return target.hardware.hbm_bytes
+
     @property
     def jax_mesh(self):
         """A ``jax.sharding.Mesh`` (as Keras builds it) or ``AbstractMesh``."""

@@ -354,7 +354,9 @@ class Report:
         ``temp_bytes`` and ``alias_bytes`` (XLA's ``memory_analysis()``);
         ``total_bytes`` (arguments + outputs + temporaries − aliased). The
         XLA columns are None without a forward pass. ``capacity_bytes``: the
-        target chip's memory (None on the simulated CPU); ``fits``: whether
+        memory a program may use on the target chip (on TPU the compiler's own
+        figure, a little below the chip's HBM; on GPU the published HBM; None
+        on the simulated CPU); ``fits``: whether
         the device needs no more than that (``total_bytes``, or the variables
         alone without a forward pass; None on the CPU); ``estimate``: True
         when the figures come from a compiler for other devices than the
@@ -363,7 +365,7 @@ class Report:
         cols: dict[str, list] = {c: [] for c in MEMORY_COLUMNS}
         mem = self.trace.memory if self.trace else None
         parts = self.memory_parts
-        capacity = self.target.hardware.hbm_bytes
+        capacity = self.mesh.capacity_bytes
         needed = needed_bytes(self.variable_bytes_per_device, self.trace)
         estimate = not self.target.is_tpu and not self.target.is_cpu
         for device in sorted(self.mesh.coords):
@@ -733,6 +735,7 @@ class Report:
             "mesh": self.plan.mesh_dict,
             "devices": self.mesh.size,
             "abstract_mesh": self.mesh.abstract,
+            "target": self.target.label,
             "variables": len(self.variable_layouts),
             "sharded": statuses.count("sharded"),
             "replicated": statuses.count("replicated"),

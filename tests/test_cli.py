@@ -155,3 +155,25 @@ def test_a_severity_guard_fails_on_every_problem_at_least_that_severe():
                                                                          "unused-rule"]
     assert kinds(cli.guard_failures(report, set(), None)) == ["rank-mismatch"]
     assert cli.guard_failures(report, {"never"}, None) == []
+
+
+def test_report_for_a_tpu_target_and_the_fit_guard(tmp_path):
+    pytest.importorskip("libtpu")
+    out = run(*MLP, *MEGATRON, "--inputs", "8x16", "--target", "v5e:2x4")
+    assert out.returncode == 0, out.stderr
+    assert "of v5e:2x4" in out.stdout and "ici" in out.stdout and "fits" in out.stdout
+    assert "TPU_WORKER_HOSTNAMES" not in out.stderr  # libtpu's noise stays out
+    bad = run(*MLP, *MEGATRON, "--target", "v5e:4x4")
+    assert bad.returncode == 2 and "has 8 devices, but the target v5e:4x4 has 16" in bad.stderr
+    unknown = run(*MLP, "--target", "tpu9")
+    assert unknown.returncode == 2 and "Known targets" in unknown.stderr
+    models = tmp_path / "big.py"
+    models.write_text(textwrap.dedent("""
+        from shardviz import examples
+
+        def build():
+            return examples.mlp(d_model=16384, hidden=131072)
+    """))
+    huge = run("report", f"{models}:build", "--mesh", "batch=4", "--target", "v5e:2x2",
+               "--fail-on", "does-not-fit")
+    assert huge.returncode == 1 and "does-not-fit" in huge.stdout

@@ -246,3 +246,22 @@ def test_explorer_without_inputs_shows_variables_only():
     assert "inputs=" in text(app.run_status)
     bundle = app._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_the_target_box_plans_for_other_hardware_and_refuses_what_does_not_fit(app):
+    pytest.importorskip("libtpu")
+    app.target_box.value = "v5e:2x4"
+    assert app.target == "v5e:2x4" and app.report.target.is_tpu
+    assert app.report.memory["capacity_bytes"].iloc[0] > 10**10
+    app.run()
+    assert app.report.collectives["network"].tolist() == ["ici"]
+    assert "v5e:2x4" in text(app.header)
+    app.target_box.value = "v5e:4x4"  # 16 chips for an 8-device mesh: refused, kept
+    assert app.target == "v5e:2x4" and "has 8 devices, but the target v5e:4x4 has 16" in text(
+        app.target_note)
+    app.target_box.value = "tpu9"
+    assert "Unknown target 'tpu9'" in text(app.target_note) and app.target == "v5e:2x4"
+    app.target_box.value = "h100:8"
+    assert app.target == "h100:8" and text(app.target_note) == ""
+    app.set_target("cpu")
+    assert app.report.target.is_cpu and app.target_box.value == "cpu"

@@ -209,11 +209,16 @@ def test_a_missing_libtpu_says_how_to_get_it(monkeypatch):
     def refuse(**kwargs):
         raise RuntimeError("Unable to initialize backend 'tpu': no libtpu found")
 
+    import importlib.util
+
     from shardviz.geometry import mesh_model
 
+    find_spec = importlib.util.find_spec
     devices.tpu_topology_devices.cache_clear()
     mesh_model.cache_clear()
     monkeypatch.setattr(topologies, "get_topology_desc", refuse)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "libtpu" else find_spec(name, *a))
     with pytest.raises(ShardvizError, match="needs libtpu") as info:
         shardviz.analyze(examples.mlp, examples.megatron_plan(), target="v5e:2x4")
     assert 'pip install "shardviz[tpu]"' in info.value.hint

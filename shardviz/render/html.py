@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from ..format import format_spec, human_bytes
+from ..format import format_spec, human_bytes, human_seconds
 from .text import summary_line
 
 CSS = """
@@ -108,9 +108,13 @@ def collectives_html(report) -> str:
     frame = report.collectives
     if frame.empty:
         return "<p>No collectives: every device computes its part alone.</p>"
+    timed = not report.target.is_cpu
     rows = [[_e(c["kind"]), f"<code>{_e(c['layer'])}</code>", _e(c["pass"]), _e(c["over"]),
-             _e(human_bytes(c["bytes_per_device"]))] for c in frame.to_dict("records")]
-    return _table(["kind", "layer", "pass", "over axes", "bytes per device"], rows)
+             _e(human_bytes(c["bytes_per_device"]))]
+            + ([_e(c["network"]), _e(human_seconds(c["seconds"]))] if timed else [])
+            for c in frame.to_dict("records")]
+    headers = ["kind", "layer", "pass", "over axes", "bytes per device"]
+    return _table(headers + (["network", "time (estimate)"] if timed else []), rows)
 
 
 def report_html(report, all_rows: bool = False) -> str:
@@ -127,12 +131,14 @@ def report_html(report, all_rows: bool = False) -> str:
     parts.append(f"<details open><summary>Variables ({len(report.variables)})</summary>"
                  + variables_html(report, max_rows) + "</details>")
     if report.pass_name is not None:
-        from .text import memory_line
+        from .text import estimate_line, memory_line
 
         parts.append(f"<details open><summary>Activations ({report.pass_name})"
                      f"</summary>{activations_html(report)}</details>")
         parts.append(f"<details open><summary>Collectives ({len(report.collectives)})"
                      f"</summary>{collectives_html(report)}</details>")
         parts.append(f"<p>{_e(memory_line(report))}</p>")
+        if estimate_line(report):
+            parts.append(f"<p>{_e(estimate_line(report))}</p>")
     parts.append("</div>")
     return "".join(parts)

@@ -20,9 +20,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..errors import ShardvizError
-from ..format import format_spec, human_bytes
+from ..format import format_spec, human_bytes, human_seconds
 from ..model_scan import layer_path
-from .palette import KIND_COLOURS, STACK_COLOURS, device_style, text_colour
+from .palette import KIND_COLOURS, NETWORK_COLOURS, STACK_COLOURS, device_style, text_colour
 from .tiles import TileLayout, tile_layout
 
 DPI = 80
@@ -370,13 +370,22 @@ def memory_figure(report) -> ShardvizFigure:
     labels = [str(d) for d in devices] or [f"each of the {report.mesh.size:,} devices"]
     fig = new_figure(min(12, 5.5 + 0.2 * len(labels)), 3.4)
     ax = fig.add_axes((0.1, 0.16, 0.58, 0.62))
-    scale, unit = _unit(sum(stacks.values()))
+    row = report.memory.iloc[0]
+    capacity = row["capacity_bytes"] if row["capacity_bytes"] == row["capacity_bytes"] else None
+    scale, unit = _unit(max(sum(stacks.values()), capacity or 0))
     bottom = [0.0] * len(labels)
     for name, value in stacks.items():
         ax.bar(range(len(labels)), [value / scale] * len(labels), bottom=bottom,
                color=STACK_COLOURS[name], label=f"{name}: {human_bytes(value)}",
                width=0.8 if devices else 0.5)
         bottom = [b + value / scale for b in bottom]
+    if capacity is not None:
+        fits = bool(row["fits"])
+        estimate = " (estimate)" if row["estimate"] else ""
+        ax.axhline(capacity / scale, color="#1b7f3b" if fits else "#CC3311", linewidth=1.5,
+                   linestyle="--",
+                   label=f"{report.target.hardware.name} capacity: {human_bytes(capacity)}"
+                   f" — {'fits' if fits else 'does not fit'}{estimate}")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_xlabel("device" if devices else "", fontsize=8)
@@ -434,7 +443,9 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     coll_x = dims_x + 0.95 * max_rank + 0.3
     ax = Board(fig, (0.01, 0.01, 0.98, 1 - 0.75 / fig.get_figheight()), (0, coll_x + 6.0),
                (0, rows))
-    biggest = max((c["bytes_per_device"] for c in collectives), default=1) or 1
+    timed = not report.target.is_cpu
+    biggest = max(((c["seconds"] or 0) if timed else c["bytes_per_device"] for c in collectives),
+                  default=1) or 1
     names_out, dims_out, marks = [], [], []
     for i, a in enumerate(shown):
         name = a.label.replace("/output", "", 1)
@@ -454,10 +465,10 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
             ax.add_patch(Rectangle((dims_x - 0.05, i + 0.06), 0.95 * len(a.shape) + 0.02, 0.88,
                                    fill=False, edgecolor="#CC3311", linewidth=1.6))
             dims_out.append((coll_x - 0.1, i + 0.5, "✗", "#CC3311", 9))
-        marks += _draw_collectives(ax, by_layer.get(i, []), coll_x, i, biggest)
+        marks += _draw_collectives(ax, by_layer.get(i, []), coll_x, i, biggest, timed=timed)
     if unplaced:
         names_out.append((name_w, rows - 0.5, "(not in a layer)", "#444444", 7))
-        marks += _draw_collectives(ax, unplaced, coll_x, rows - 1, biggest)
+        marks += _draw_collectives(ax, unplaced, coll_x, rows - 1, biggest, timed=timed)
     ax.labels(names_out, ha="right")
     ax.labels(dims_out)
     ax.labels(marks, ha="left")
@@ -469,27 +480,39 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     for a in report.mesh.axis_names:
         items.append((x, 0.5, f"■ {a}", axis_colour[a], 8))
         x += 0.25 + 0.07 * len(a)
-    items.append((x + 0.1, 0.5, "dims: size/axis · ● collectives, area ∝ bytes · "
+    if timed:
+        hw = report.target.hardware
+        for net in dict.fromkeys((hw.link, hw.between)):
+            items.append((x, 0.5, f"● {net}", NETWORK_COLOURS[net], 8))
+            x += 0.3 + 0.07 * len(net)
+    what = "estimated time" if timed else "bytes"
+    items.append((x + 0.1, 0.5, f"dims: size/axis · ● collectives, area ∝ {what} · "
                   "✗ requested layout not honoured", "#444444", 7))
     key.labels(items, ha="left")
     return fig
 
 
-def _draw_collectives(ax, collectives, x, row, biggest, per_row: int = 2, width: float = 2.7):
-    """Markers (area proportional to bytes), left to right; returns their labels."""
+def _draw_collectives(ax, collectives, x, row, biggest, per_row: int = 2, width: float = 2.7,
+                      timed: bool = False):
+    """Markers, left to right; returns their labels. Area is proportional to
+    bytes, or, on a target (``timed``), to the estimated time, and the
+    colour is the network rather than the kind."""
     labels = []
     for j, c in enumerate(collectives[:per_row]):
         cx = x + 0.25 + j * width
-        ax.scatter([cx], [row + 0.5], s=15 + 160 * c["bytes_per_device"] / biggest,
-                   color=KIND_COLOURS.get(c["kind"], "#888888"), edgecolors="white",
-                   linewidths=0.5)
+        size = (c["seconds"] or 0) if timed else c["bytes_per_device"]
+        colour = (NETWORK_COLOURS.get(c["network"], "#888888") if timed
+                  else KIND_COLOURS.get(c["kind"], "#888888"))
+        ax.scatter([cx], [row + 0.5], s=15 + 160 * size / biggest, color=colour,
+                   edgecolors="white", linewidths=0.5)
         axes = "+".join(c["axes"]) if c["axes"] else "?"
         if not c["complete"]:
             axes += f"({c['group_size']})"
         tag = {"backward": " bwd", "update": " upd"}.get(c["pass"], "")
+        when = f" {c['network']} ~{human_seconds(c['seconds'])}" if timed else ""
         labels.append((cx + 0.25, row + 0.5,
-                       f"{c['kind']} {axes} {human_bytes(c['bytes_per_device'])}{tag}", "black",
-                       6))
+                       f"{c['kind']} {axes} {human_bytes(c['bytes_per_device'])}{when}{tag}",
+                       "black", 6))
     if len(collectives) > per_row:
         labels.append((x + 0.25 + per_row * width, row + 0.5, f"+{len(collectives) - per_row}",
                        "black", 6))

@@ -27,6 +27,16 @@ KIND_COLOURS = {
 }
 """Colours of collective kinds in flow and comparison figures."""
 
+NETWORK_COLOURS = {
+    "ici": "#117733",
+    "nvlink": "#117733",
+    "dcn": "#CC3311",
+    "infiniband": "#CC3311",
+    "host": "#888888",
+}
+"""Colours of the networks collectives run over, in the flow figure of a
+target: links within a slice or node in green, between them in red."""
+
 STACK_COLOURS = {
     "variables": "#332288",
     "optimizer state": "#88CCEE",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, cast
 
-from ..format import format_spec, human_bytes, plural
+from ..format import format_spec, human_bytes, human_seconds, plural
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -26,6 +26,8 @@ def summary_line(report) -> str:
     s = report.summary()
     mesh = " x ".join(f"{k}={v}" for k, v in s["mesh"].items())
     abstract = " (abstract)" if s["abstract_mesh"] else ""
+    if s.get("target", "cpu") != "cpu":
+        abstract += f" of {s['target']}"
     p = s["problems"]
     traced = ""
     if s["traced"]:
@@ -103,13 +105,20 @@ def activations_table(report, max_rows: int | None = 40):
 def collectives_table(report):
     from rich.table import Table
 
+    timed = not report.target.is_cpu
     table = Table(title="Collectives (compiled HLO, per device)", expand=False)
-    for col in ("kind", "layer", "pass", "over axes", "bytes"):
-        table.add_column(col, justify="right" if col == "bytes" else "left")
+    columns = ["kind", "layer", "pass", "over axes", "bytes"]
+    if timed:
+        columns += ["network", "time (estimate)"]
+    for col in columns:
+        table.add_column(col, justify="right" if col in ("bytes", "time (estimate)") else "left")
     frame = report.collectives
     for c in frame.to_dict("records"):
-        table.add_row(c["kind"] + (" (async)" if c["async"] else ""), c["layer"] or "—",
-                      c["pass"], c["over"], human_bytes(c["bytes_per_device"]))
+        row = [c["kind"] + (" (async)" if c["async"] else ""), c["layer"] or "—",
+               c["pass"], c["over"], human_bytes(c["bytes_per_device"])]
+        if timed:
+            row += [c["network"], human_seconds(c["seconds"])]
+        table.add_row(*row)
     if frame.empty:
         table.caption = "none: every device computes its part alone"
     return table
@@ -118,8 +127,31 @@ def collectives_table(report):
 def memory_line(report) -> str:
     m = report.memory.iloc[0]
     flops = f", {report.flops:,.0f} flops" if report.flops is not None else ""
-    return (f"Memory per device (XLA): arguments {human_bytes(m['argument_bytes'])}, outputs "
+    line = (f"Memory per device (XLA): arguments {human_bytes(m['argument_bytes'])}, outputs "
             f"{human_bytes(m['output_bytes'])}, temporaries {human_bytes(m['temp_bytes'])}{flops}")
+    return line + fit_text(report)
+
+
+def fit_text(report) -> str:
+    """``"; needs 4.9 GiB of 14.9 GiB on v5e:4x4: fits"``, or nothing on the CPU."""
+    m = report.memory.iloc[0]
+    if m["capacity_bytes"] is None or m["capacity_bytes"] != m["capacity_bytes"]:
+        return ""
+    needed = m["total_bytes"] if m["total_bytes"] is not None else m["variable_bytes"]
+    verdict = "fits" if m["fits"] else "DOES NOT FIT"
+    estimate = " (estimate)" if m["estimate"] else ""
+    return (f"; needs {human_bytes(needed)} of {human_bytes(m['capacity_bytes'])} per chip on "
+            f"{report.target.label}{estimate}: {verdict}")
+
+
+def estimate_line(report) -> str:
+    """One line of :attr:`Report.estimate`, or nothing."""
+    e = report.estimate
+    if e.empty:
+        return ""
+    parts = [f"{row.part} {human_seconds(row.seconds)}" + (" (bound)" if row.bound else "")
+             for row in e.itertuples(index=False)]
+    return f"Step time on {report.target.label} (estimates): " + ", ".join(parts)
 
 
 def report_renderables(report, max_rows: int | None = 40):
@@ -135,6 +167,8 @@ def report_renderables(report, max_rows: int | None = 40):
         yield activations_table(report, max_rows)
         yield collectives_table(report)
         yield Text(memory_line(report))
+        if estimate_line(report):
+            yield Text(estimate_line(report))
 
 
 def render_to_text(renderables, width: int = 120) -> str:

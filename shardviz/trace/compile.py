@@ -105,7 +105,7 @@ def out_of_memory(error: Exception, what: str, name: str) -> OutOfMemory:
     needed = _bytes(m.group(1), m.group(2)) if m else None
     available = _bytes(m.group(3), m.group(4)) if m else None
     return OutOfMemory(
-        f"The {what} pass of model {name!r} does not fit: the compiler ran out of memory "
-        f"({text[:300]})", needed=needed, available=available,
+        f"The {what} pass of model {name!r} does not fit.",
+        needed=needed, available=available, detail=text[:400],
         hint="Shard the largest variables over more devices, or use a target with more chips "
         "or more memory per chip.")

@@ -22,6 +22,7 @@ import ipywidgets as widgets
 
 from ..analysis import analyze
 from ..errors import ShardvizError
+from ..hardware import parse_target
 from ..model_scan import Scan
 from ..model_scan import scan as scan_model
 from ..plan import Plan, as_plan
@@ -48,6 +49,8 @@ class Explorer:
         auto_run: re-run the forward pass after each edit when the last run
             took at most ``cheap_seconds``.
         train_step: analyse a training step instead of a forward pass.
+        target, slices: the hardware to plan for (see
+            :func:`shardviz.analyze`); the target box in the app changes it.
 
     ``explorer.plan`` is always the current plan and ``explorer.report`` the
     report of the current plan (with the forward pass once it has run).
@@ -55,7 +58,8 @@ class Explorer:
     """
 
     def __init__(self, model_or_builder, inputs=None, plan=None, *, auto_run: bool = True,
-                 cheap_seconds: float = 1.0, train_step: bool = False):
+                 cheap_seconds: float = 1.0, train_step: bool = False,
+                 target: str | None = None, slices: int = 1):
         import jax
 
         self.scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
@@ -63,9 +67,11 @@ class Explorer:
         self.inputs = inputs
         self.train_step = train_step
         self.cheap_seconds = cheap_seconds
-        self.device_count = jax.device_count()
+        self._target = parse_target(target, slices)
+        self.device_count = (self._target.chips if not self._target.is_cpu
+                             else jax.device_count())
         self._plan = as_plan(plan) if plan is not None else Plan.data_parallel(self.device_count)
-        self.report = analyze(self.scan, self._plan)
+        self.report = self._analyze(self._plan)
         self.traced = None
         """The last report with a forward pass (possibly of an older plan)."""
         self.last_run_seconds: float | None = None
@@ -133,8 +139,49 @@ class Explorer:
             return error_html(e.message, e.hint)
         return None
 
+    def _analyze(self, plan: Plan, inputs=None, **kwargs):
+        target = None if self._target.is_cpu else self._target
+        return analyze(self.scan, plan, inputs, target=target, **kwargs)
+
+    @property
+    def target(self) -> str:
+        """The hardware planned for, such as ``"v5e:4x4 x 2 slices"``."""
+        return self._target.label
+
+    def set_target(self, target: str | None, slices: int = 1) -> None:
+        """Plan for other hardware (``"cpu"``, ``"v5e:4x4"``, ``"h100:8"``).
+
+        Raises:
+            ShardvizError: for an unknown target, or one the current mesh does
+                not fit (the previous target stays).
+        """
+        import jax
+
+        new = parse_target(target, slices)
+        old = self._target
+        self._target = new
+        try:
+            report = self._analyze(self._plan)
+        except ShardvizError:
+            self._target = old
+            raise
+        self.device_count = new.chips if not new.is_cpu else jax.device_count()
+        self.mesh_editor.device_count = self.device_count
+        self.report, self.traced, self.last_run_seconds = report, None, None
+        set_if_changed(self.target_box, "value", new.name)
+        set_if_changed(self.slices_box, "value", new.slices)
+        self._refresh()
+
+    def _target_edited(self):
+        try:
+            self.set_target(self.target_box.value.strip() or "cpu", int(self.slices_box.value))
+        except ShardvizError as e:
+            self.target_note.value = error_html(e.message, e.hint)
+        else:
+            self.target_note.value = ""
+
     def _apply(self, plan: Plan, record: bool = True):
-        report = analyze(self.scan, plan)
+        report = self._analyze(plan)
         if record:
             self._history.append(self._plan)
             self._future.clear()
@@ -159,8 +206,8 @@ class Explorer:
 
         start = time.perf_counter()
         try:
-            report = analyze(self.scan, self._plan, self.inputs, train_step=self.train_step,
-                             progress=progress)
+            report = self._analyze(self._plan, self.inputs, train_step=self.train_step,
+                                   progress=progress)
         finally:
             self.run_button.disabled = False
             self.progress.layout.visibility = "hidden"
@@ -203,7 +250,20 @@ class Explorer:
         self.run_status.add_class("shardviz-run-status")
         self.auto_run = W.Checkbox(description="re-run after edits when cheap", indent=False,
                                    layout=W.Layout(width="230px"))
-        controls = W.HBox([self.run_button, self.progress, self.run_status, self.auto_run])
+        self.target_box = W.Combobox(
+            value=self._target.name, options=["cpu", "v5e:2x4", "v5e:4x4", "v5p:2x2x2",
+                                              "v5p:2x2x4", "v6e:4x4", "h100:8", "b200:8"],
+            description="target", ensure_option=False, continuous_update=False,
+            layout=W.Layout(width="220px"))
+        self.target_box.add_class("shardviz-target")
+        self.slices_box = W.BoundedIntText(value=self._target.slices, min=1, max=64,
+                                           description="slices", layout=W.Layout(width="130px"))
+        self.target_note = W.HTML()
+        self.target_box.observe(lambda _: self._guarded(self._target_edited), "value")
+        self.slices_box.observe(lambda _: self._guarded(self._target_edited), "value")
+        controls = W.VBox([
+            W.HBox([self.run_button, self.progress, self.run_status, self.auto_run]),
+            W.HBox([self.target_box, self.slices_box, self.target_note])])
 
         # Tensor tab
         self.filter = W.Text(placeholder="filter paths…", layout=W.Layout(width="260px"))
