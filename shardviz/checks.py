@@ -379,7 +379,9 @@ def memory_parts(variable_bytes_per_device: int, trace) -> dict[str, int]:
     inputs = mem["argument_bytes"] - variable_bytes_per_device - optimizer
     if inputs > 0:
         parts["inputs"] = inputs
-    parts["layer outputs"] = sum(a.bytes_per_device or 0 for a in trace.activations)
+    outputs = mem["output_bytes"] - mem["alias_bytes"]
+    if outputs > 0:
+        parts["outputs"] = outputs
     parts["temporaries"] = mem["temp_bytes"]
     return parts
 

@@ -349,8 +349,9 @@ class Report:
         memory analysis of the compiled program.
 
         Columns: ``device``; ``variable_bytes`` (the plan's layouts);
-        ``optimizer_bytes``, ``input_bytes`` and ``activation_bytes`` (see
-        :attr:`memory_parts`); ``argument_bytes``, ``output_bytes``,
+        ``optimizer_bytes`` and ``input_bytes`` (see :attr:`memory_parts`);
+        ``activation_bytes`` (the sum over every layer output: more than is
+        live at once, which XLA's temporaries hold); ``argument_bytes``, ``output_bytes``,
         ``temp_bytes`` and ``alias_bytes`` (XLA's ``memory_analysis()``);
         ``total_bytes`` (arguments + outputs + temporaries − aliased). The
         XLA columns are None without a forward pass. ``capacity_bytes``: the
@@ -365,15 +366,17 @@ class Report:
         cols: dict[str, list] = {c: [] for c in MEMORY_COLUMNS}
         mem = self.trace.memory if self.trace else None
         parts = self.memory_parts
+        activations = sum(a.bytes_per_device or 0 for a in self.trace.activations) \
+            if self.trace else 0
         capacity = self.mesh.capacity_bytes
         needed = needed_bytes(self.variable_bytes_per_device, self.trace)
         estimate = not self.target.is_tpu and not self.target.is_cpu
         for device in sorted(self.mesh.coords):
             cols["device"].append(device)
             cols["variable_bytes"].append(self.variable_bytes_per_device)
-            for c, part in (("optimizer_bytes", "optimizer state"), ("input_bytes", "inputs"),
-                            ("activation_bytes", "layer outputs")):
+            for c, part in (("optimizer_bytes", "optimizer state"), ("input_bytes", "inputs")):
                 cols[c].append(parts.get(part, 0) if mem else None)
+            cols["activation_bytes"].append(activations if mem else None)
             for c in ("argument_bytes", "output_bytes", "temp_bytes", "alias_bytes"):
                 cols[c].append(mem[c] if mem else None)
             cols["total_bytes"].append(
@@ -391,13 +394,14 @@ class Report:
 
     @functools.cached_property
     def memory_parts(self) -> dict[str, int]:
-        """Bytes per device by what holds them, in drawing order:
+        """Bytes per device by what holds them, in drawing order; they add
+        up to what XLA's memory analysis counts (``report.memory.total_bytes``):
         ``variables`` (the plan's layouts), and after a forward pass
         ``optimizer state`` (train step), ``inputs`` (XLA's argument bytes
-        less variables and optimizer state), ``layer outputs`` (the sum over
-        every layer output: an upper bound of what is live at once) and
-        ``temporaries`` (XLA's temp bytes). Parts that are zero are left out,
-        except variables.
+        less variables and optimizer state), ``outputs`` (XLA's output bytes
+        less those aliased to arguments) and ``temporaries`` (XLA's temp
+        bytes, which hold the layer outputs while they are live). Parts that
+        are zero are left out, except variables.
         """
         return memory_parts(self.variable_bytes_per_device, self.trace)
 

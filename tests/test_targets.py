@@ -119,7 +119,9 @@ def test_memory_per_chip_equals_the_tpu_compilers_own():
     assert row["argument_bytes"] == stats.argument_size_in_bytes
     assert row["output_bytes"] == stats.output_size_in_bytes
     assert row["temp_bytes"] == stats.temp_size_in_bytes
-    assert row["capacity_bytes"] == HARDWARE["v5e"].hbm_bytes and bool(row["fits"])
+    # The capacity is the compiler's own (15.75 GiB of a 16 GB chip), so that
+    # shardviz's verdict is the compiler's.
+    assert 15 * 2**30 < row["capacity_bytes"] <= 16 * 2**30 and bool(row["fits"])
     assert not row["estimate"]
     # The collectives are the TPU compiler's: one all-reduce over `model`, on ICI.
     text = compiled.as_text()

@@ -362,9 +362,9 @@ device holds the same bytes)."""
 
 
 def memory_figure(report) -> ShardvizFigure:
-    """Bytes per device, stacked: variables, optimizer state, inputs, layer
-    outputs (the sum over all layers, an upper bound of what is live) and
-    XLA's temporaries."""
+    """Bytes per device, stacked: variables, optimizer state, inputs,
+    outputs and XLA's temporaries (which add up to XLA's memory analysis),
+    with the target chip's capacity when there is one."""
     stacks = report.memory_parts
     devices = sorted(report.mesh.coords) if report.mesh.size <= MAX_MEMORY_BARS else []
     labels = [str(d) for d in devices] or [f"each of the {report.mesh.size:,} devices"]

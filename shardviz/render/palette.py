@@ -41,7 +41,7 @@ STACK_COLOURS = {
     "variables": "#332288",
     "optimizer state": "#88CCEE",
     "inputs": "#DDCC77",
-    "layer outputs": "#44AA99",
+    "outputs": "#44AA99",
     "temporaries": "#CC6677",
 }
 
