@@ -262,11 +262,7 @@ def _validate(shape, axes, mesh: MeshModel):
             f"give exactly {len(shape)} entries, e.g. {tuple(axes[: len(shape)])!r}",
             given=len(axes), rank=len(shape),
         )
-    bad = [
-        (d, shape[d], a, math.prod(mesh.axis_size(n) for n in _names(a)))
-        for d, a in enumerate(axes)
-        if a is not None and shape[d] % math.prod(mesh.axis_size(n) for n in _names(a))
-    ]
+    bad = uneven_dims(shape, axes, dict(mesh.mesh))
     if bad:
         d, n, a, k = bad[0]
         raise GeometryError(
@@ -370,6 +366,23 @@ class SubAxis(str):
 
     def describe(self) -> str:
         return f"{self.size} of the {self.axis_size} {self.axis!r} devices"
+
+
+def uneven_dims(shape, spec, mesh_sizes) -> list[tuple[int, int, object, int]]:
+    """``(dim, size, axis entry, axes size)`` for each dim of ``spec`` whose
+    mesh axes do not divide it (axes missing from the mesh are ignored).
+
+    >>> uneven_dims((6, 8), ("model", None), {"model": 4})
+    [(0, 6, 'model', 4)]
+    """
+    out = []
+    for d, (n, entry) in enumerate(zip(shape, spec)):
+        names = entry if isinstance(entry, tuple) else ((entry,) if entry else ())
+        if names and all(getattr(a, "axis", a) in mesh_sizes for a in names):
+            k = entry_size(entry, mesh_sizes)
+            if n % k:
+                out.append((d, n, entry, k))
+    return out
 
 
 def entry_size(entry, mesh_sizes) -> int:

@@ -20,7 +20,15 @@ from typing import Any
 
 from .._adapters.jax import watch_sharding
 from ..errors import ShardvizError
-from ..geometry import MeshModel, SubAxis, entry_size, itemsize, spec_from_hlo, spec_from_sharding
+from ..geometry import (
+    MeshModel,
+    SubAxis,
+    entry_size,
+    itemsize,
+    spec_from_hlo,
+    spec_from_sharding,
+    uneven_dims,
+)
 from ..model_scan import layer_path
 
 
@@ -213,23 +221,6 @@ class Activation:
         if inside is None:
             return None
         return inside and (self.returned is None or self._equivalent(self.returned))
-
-
-def uneven_dims(shape, spec, mesh_sizes) -> list[tuple[int, int, object, int]]:
-    """``(dim, size, axis entry, axes size)`` for each dim of ``spec`` whose
-    mesh axes do not divide it (axes missing from the mesh are ignored).
-
-    >>> uneven_dims((6, 8), ("model", None), {"model": 4})
-    [(0, 6, 'model', 4)]
-    """
-    out = []
-    for d, (n, entry) in enumerate(zip(shape, spec)):
-        names = entry if isinstance(entry, tuple) else ((entry,) if entry else ())
-        if names and all(getattr(a, "axis", a) in mesh_sizes for a in names):
-            k = entry_size(entry, mesh_sizes)
-            if n % k:
-                out.append((d, n, entry, k))
-    return out
 
 
 class Recorder:
