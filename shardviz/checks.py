@@ -6,6 +6,8 @@ Checks only read the scan, the plan and the computed layouts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .errors import Problem
 from .format import format_spec, human_bytes, plural
 from .geometry import MeshModel
@@ -189,11 +191,13 @@ def rule_problems(plan: Plan, scan: Scan, var_layouts, out_layouts) -> tuple[lis
     return problems, usage
 
 
-def rule_feedback(plan: Plan, var_layouts, out_layouts, usage) -> list[dict]:
+def rule_feedback(plan: Plan, var_layouts, out_layouts, usage,
+                  ranks_of: Callable[[str], list[int]] | None = None) -> list[dict]:
     """For each rule, what an editor shows beside it: ``level`` (``"ok"``,
     ``"warn"`` or ``"error"``), a short ``feedback`` text ("✓ 2 paths, rank
     2", "matches nothing", "conflicts with rule 1 on 'd/kernel'"), and
-    ``ranks``, the ranks of the tensors it matches.
+    ``ranks``, the ranks of the tensors it matches (``ranks_of(key)``, when
+    given, answers that from a cache).
 
     >>> from shardviz.model_scan import Scan, VariableInfo
     >>> from shardviz.geometry import mesh_model
@@ -207,19 +211,25 @@ def rule_feedback(plan: Plan, var_layouts, out_layouts, usage) -> list[dict]:
     [('ok', '✓ 1 path, rank 2'), ('warn', 'matches nothing')]
     """
     n = len(plan.rules)
-    ranks: list[set] = [set() for _ in range(n)]
     conflicts: list[dict] = [{} for _ in range(n)]
-    tensors: list[tuple[Match, int | None]] = [(vl.match, len(vl.info.shape)) for vl in var_layouts]
-    tensors += [(ol.match, len(ol.info.shapes[0]) if ol.info.shapes else None)
-                for ol in out_layouts]
-    for m, rank in tensors:
+    for m in [vl.match for vl in var_layouts if vl.match.how == "conflict"] + [
+            ol.match for ol in out_layouts if ol.match.how == "conflict"]:
         for i in m.candidates:
-            if rank is not None:
-                ranks[i].add(rank)
-            if m.how == "conflict":
-                for k in m.candidates:
-                    if k != i:
-                        conflicts[i].setdefault(k, m.path)
+            for k in m.candidates:
+                if k != i:
+                    conflicts[i].setdefault(k, m.path)
+    if ranks_of is None:
+        ranks: list[set] = [set() for _ in range(n)]
+        tensors: list[tuple[Match, int | None]] = [(vl.match, len(vl.info.shape))
+                                                   for vl in var_layouts]
+        tensors += [(ol.match, len(ol.info.shapes[0]) if ol.info.shapes else None)
+                    for ol in out_layouts]
+        for m, rank in tensors:
+            for i in m.candidates:
+                if rank is not None:
+                    ranks[i].add(rank)
+    else:
+        ranks = [set(ranks_of(rule.key)) for rule in plan.rules]
     names = set(plan.axis_names)
     first_of: dict[str, int] = {}
     out = []

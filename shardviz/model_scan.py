@@ -186,6 +186,12 @@ class Scan:
         return LayoutMemo()
 
     @functools.cached_property
+    def rank_memo(self) -> dict[str, list[int]]:
+        """Rule key to the ranks of the tensors it matches (see
+        ``Report.ranks_of``); a scan's paths never change, so neither do these."""
+        return {}
+
+    @functools.cached_property
     def path_index(self) -> PathIndex:
         """Finds what a rule that matches nothing probably meant."""
         return PathIndex(self.paths)

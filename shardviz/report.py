@@ -208,7 +208,7 @@ class Report:
         from .checks import rule_feedback
 
         feedback = rule_feedback(self.plan, self.variable_layouts, self.output_layouts,
-                                 self.rule_usage)
+                                 self.rule_usage, self.ranks_of)
         cols: dict[str, list] = {c: [] for c in RULE_COLUMNS}
         for u, rule, f in zip(self.rule_usage, self.plan.rules, feedback):
             cols["index"].append(u["index"])
@@ -223,17 +223,24 @@ class Report:
 
     def ranks_of(self, key: str) -> list[int]:
         """The ranks of the variables and layer outputs ``key`` fullmatches,
-        as Keras matches it (an invalid regex matches nothing)."""
-        ranks: set[int] = set()
-        for matcher, shapes in ((self.scan.variable_matcher,
-                                 [v.shape for v in self.scan.variables]),
-                                (self.scan.output_matcher,
-                                 [o.shapes[0] if o.shapes else None for o in self.scan.outputs])):
-            hits = matcher.hits(key)
-            if isinstance(hits, str):
-                return []
-            ranks.update(len(s) for i in hits if (s := shapes[i]) is not None)
-        return sorted(ranks)
+        as Keras matches it (an invalid regex matches nothing). Cached per
+        key on the scan."""
+        memo = self.scan.rank_memo
+        found = memo.get(key)
+        if found is None:
+            ranks: set[int] = set()
+            for matcher, shapes in ((self.scan.variable_matcher,
+                                     [v.shape for v in self.scan.variables]),
+                                    (self.scan.output_matcher,
+                                     [o.shapes[0] if o.shapes else None
+                                      for o in self.scan.outputs])):
+                hits = matcher.hits(key)
+                if isinstance(hits, str):
+                    ranks = set()
+                    break
+                ranks.update(len(s) for i in hits if (s := shapes[i]) is not None)
+            found = memo[key] = sorted(ranks)
+        return list(found)
 
     @functools.cached_property
     def problems(self) -> pd.DataFrame:
