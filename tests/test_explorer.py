@@ -265,3 +265,63 @@ def test_the_target_box_plans_for_other_hardware_and_refuses_what_does_not_fit(a
     assert app.target == "h100:8" and text(app.target_note) == ""
     app.set_target("cpu")
     assert app.report.target.is_cpu and app.target_box.value == "cpu"
+
+
+# ------------------------------------------------------------ a real widget
+def test_the_explorer_is_a_widget_with_a_plan_trait():
+    import ipywidgets as widgets
+
+    app = shardviz.Explorer(examples.mlp, inputs=(8, 16), plan=examples.megatron_plan(),
+                            auto_run=False)
+    assert isinstance(app, widgets.VBox) and app.app is app
+    box = widgets.HBox([app, widgets.HTML("my own table")])  # it can be placed
+    assert box.children[0] is app
+    seen = []
+    app.observe(lambda change: seen.append(change["new"]), names="plan")
+    key_box(app, 0).value = "up/kernel"                      # an edit in the rule editor
+    app.undo()
+    app.redo()
+    app.set_plan(Plan.data_parallel(8))
+    app.json_text.value = examples.megatron_plan().to_json()
+    app.tabs.children[5].children[4].children[0].click()     # Load JSON
+    assert len(seen) == 5 and seen[-1] == examples.megatron_plan() == app.plan
+    assert seen[0].rules[0].key == "up/kernel" and seen[3] == Plan.data_parallel(8)
+    app.plan = Plan({"batch": 8})                            # assigning the trait applies it
+    assert app.report.plan == Plan({"batch": 8}) and app.mesh_editor.rows.children[0].children[
+        1].value == 8
+    app.plan = Plan({"batch": 4, "model": 4})                 # 16 devices: analysed, shown
+    assert app.report.plan == app.plan
+    assert "text/plain" in app._repr_mimebundle_() and "shardviz Explorer" in \
+        app._repr_mimebundle_()["text/plain"]
+
+
+def test_the_state_is_plain_python():
+    from shardviz.widgets.state import ExplorerState
+
+    state = ExplorerState(examples.mlp, examples.megatron_plan(), inputs=(8, 16))
+    assert state.wants_run and state.status == "forward pass not run yet"
+    state.run()
+    assert state.fresh and not state.wants_run
+    state.apply(Plan({"batch": 2, "model": 8}))              # 16 devices on 8: fails
+    assert state.wants_run
+    state.run()
+    assert state.failure is not None and not state.wants_run
+    assert state.status.startswith("forward pass failed under this plan")
+    state.undo()                                              # back to the plan that ran
+    assert state.failure is None and state.fresh and not state.wants_run
+    state.apply(state.plan.with_rule(".*down/bias", ("model",)))
+    assert state.failure is None and state.wants_run
+
+
+def test_a_failed_pass_clears_and_auto_run_resumes_when_the_plan_is_valid_again():
+    app = shardviz.Explorer(examples.mlp, inputs=(8, 16), plan=examples.megatron_plan())
+    assert app.forward_is_fresh
+    mesh_row(app, 1).children[1].value = 8                    # 16 devices needed: fails
+    assert "needs 16 devices" in text(app.run_status)
+    assert "failed under this plan" in text(app.header)
+    mesh_row(app, 1).children[1].value = 4                    # valid again
+    assert app.forward_is_fresh and "fresh" in text(app.run_status)
+    assert "needs 16 devices" not in text(app.run_status) and "fresh" in text(app.header)
+    key_box(app, 0).value = "up/(kernel"                      # an invalid regex: refused
+    key_box(app, 0).value = ".*up/kernel"                     # fixed: runs again by itself
+    assert app.forward_is_fresh

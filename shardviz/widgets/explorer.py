@@ -16,29 +16,38 @@ from __future__ import annotations
 
 import base64
 import html
-import time
 
 import ipywidgets as widgets
+import traitlets
 
-from ..analysis import analyze
 from ..errors import ShardvizError
 from ..hardware import parse_target
 from ..model_scan import Scan
-from ..model_scan import scan as scan_model
 from ..plan import Plan, as_plan
 from ..render.html import collectives_html, problems_html, styled, variables_html
 from ..render.text import summary_line
+from ..report import Report
 from .common import Guard, error_html, note_html, png, set_if_changed
 from .mesh import MeshEditor
 from .rules import RuleEditor
+from .state import ExplorerState
 
 TABS = ("Tensor", "Variables", "Problems", "Memory", "Communication", "Export")
 AUTO = -1  # the dim choosers' "auto" (None would read as "nothing selected")
 STAGES = ("placing", "tracing", "compiling", "running", "train step", "done")
 
 
-class Explorer:
+class Explorer(widgets.VBox):
     """An ipywidgets app over one model: mesh editor, rule editor, pictures.
+
+    It is a widget (a ``VBox``): display it, or place it in your own layout
+    (``HBox([explorer, my_table])``). ``plan`` is a trait, so
+    ``explorer.observe(callback, names="plan")`` hears every change, from
+    the editors, undo and redo, :meth:`set_plan` or a loaded JSON file, and
+    assigning ``explorer.plan = other`` applies it. ``explorer.report`` is
+    the report of the current plan (with the forward pass once it has run).
+    The state lives in ``explorer.state`` (:class:`ExplorerState`), plain
+    Python that the widgets only render.
 
     Args:
         model_or_builder: a built Keras model or a zero-argument builder (it
@@ -51,49 +60,77 @@ class Explorer:
         train_step: analyse a training step instead of a forward pass.
         target, slices: the hardware to plan for (see
             :func:`shardviz.analyze`); the target box in the app changes it.
-
-    ``explorer.plan`` is always the current plan and ``explorer.report`` the
-    report of the current plan (with the forward pass once it has run).
-    Display the Explorer by leaving it last in a cell.
     """
+
+    plan = traitlets.Instance(Plan, help="The current plan.")
 
     def __init__(self, model_or_builder, inputs=None, plan=None, *, auto_run: bool = True,
                  cheap_seconds: float = 1.0, train_step: bool = False,
                  target: str | None = None, slices: int = 1):
         import jax
 
-        self.scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
-            model_or_builder, inputs=inputs)
-        self.inputs = inputs
-        self.train_step = train_step
-        self.cheap_seconds = cheap_seconds
-        self._target = parse_target(target, slices)
-        self.device_count = (self._target.chips if not self._target.is_cpu
-                             else jax.device_count())
-        self._plan = as_plan(plan) if plan is not None else Plan.data_parallel(self.device_count)
-        self.report = self._analyze(self._plan)
-        self.traced = None
-        """The last report with a forward pass (possibly of an older plan)."""
-        self.last_run_seconds: float | None = None
-        self._history: list[Plan] = []
-        self._future: list[Plan] = []
+        first = parse_target(target, slices)
+        self.device_count = first.chips if not first.is_cpu else jax.device_count()
+        start = as_plan(plan) if plan is not None else Plan.data_parallel(self.device_count)
+        self.state = ExplorerState(model_or_builder, start, inputs, train_step=train_step,
+                                   target=first, auto_run=auto_run and inputs is not None,
+                                   cheap_seconds=cheap_seconds)
+        self._syncing_plan = False
         self._dirty = set(TABS)
-        self._build()
+        self._json_shown = None
+        self._status_plan = None
+        children = self._build()
+        super().__init__(children=children)
+        self.add_class("shardviz-explorer")
         self.guard = Guard(self._show_error)
-        self.auto_run.value = auto_run and inputs is not None
+        self.auto_run.value = self.state.auto_run
+        self.auto_run.observe(self._auto_run_changed, "value")
+        self._set_plan_trait(self.state.plan)
         with self.guard("Showing the plan"):
             self._refresh()
-        if inputs is not None and auto_run:
+        if self.state.wants_run:
             self.run()
 
     # ------------------------------------------------------------ public API
     @property
-    def plan(self) -> Plan:
-        """The current plan."""
-        return self._plan
+    def scan(self) -> Scan:
+        return self.state.scan
+
+    @property
+    def inputs(self):
+        return self.state.inputs
+
+    @property
+    def train_step(self) -> bool:
+        return self.state.train_step
+
+    @property
+    def report(self) -> Report:
+        """The report of the current plan (with the forward pass if it ran
+        under this plan)."""
+        return self.state.report
+
+    @property
+    def traced(self) -> Report | None:
+        """The last report with a forward pass (possibly of an older plan)."""
+        return self.state.traced
+
+    @property
+    def last_run_seconds(self) -> float | None:
+        return self.state.last_seconds
+
+    @property
+    def app(self) -> Explorer:
+        """The widget itself (kept for code written when the app was a child)."""
+        return self
 
     def set_plan(self, plan) -> None:
-        """Replace the current plan (a Plan, Keras distribution or plan dict)."""
+        """Replace the current plan (a Plan, Keras distribution or plan dict).
+
+        Raises:
+            ShardvizError: for a plan that cannot be read or analysed (the
+                current plan stays).
+        """
         self.propose(lambda _: as_plan(plan), raise_errors=True)
 
     def run(self) -> None:
@@ -102,51 +139,19 @@ class Explorer:
             self._run()
 
     def undo(self) -> None:
-        if self._history:
-            self._future.append(self._plan)
-            self._apply(self._history.pop(), record=False)
+        self._change(self.state.undo)
 
     def redo(self) -> None:
-        if self._future:
-            self._history.append(self._plan)
-            self._apply(self._future.pop(), record=False)
+        self._change(self.state.redo)
 
     @property
     def forward_is_fresh(self) -> bool:
-        return self.traced is not None and self.traced.plan == self._plan
-
-    def _repr_mimebundle_(self, **kwargs):
-        bundle = self.app._repr_mimebundle_(**kwargs)
-        # The widget's own text form lists every child's value (timings
-        # included); a short stable line keeps stored notebooks stable.
-        bundle["text/plain"] = (f"shardviz Explorer: {self.scan.kind} model "
-                                f"{getattr(self.scan.model, 'name', '')!r}, "
-                                f"{len(self.scan.variables)} variables")
-        return bundle
-
-    # ------------------------------------------------------------ editing
-    def propose(self, edit, raise_errors: bool = False):
-        """Apply ``edit(plan) -> plan``. Returns None, or the HTML of why the
-        edit was refused (the last good plan stays)."""
-        try:
-            new = edit(self._plan)
-            if new == self._plan:
-                return None
-            self._apply(new)
-        except ShardvizError as e:
-            if raise_errors:
-                raise
-            return error_html(e.message, e.hint)
-        return None
-
-    def _analyze(self, plan: Plan, inputs=None, **kwargs):
-        target = None if self._target.is_cpu else self._target
-        return analyze(self.scan, plan, inputs, target=target, **kwargs)
+        return self.state.fresh
 
     @property
     def target(self) -> str:
         """The hardware planned for, such as ``"v5e:4x4 x 2 slices"``."""
-        return self._target.label
+        return self.state.target.label
 
     def set_target(self, target: str | None, slices: int = 1) -> None:
         """Plan for other hardware (``"cpu"``, ``"v5e:4x4"``, ``"h100:8"``).
@@ -157,17 +162,10 @@ class Explorer:
         """
         import jax
 
-        new = parse_target(target, slices)
-        old = self._target
-        self._target = new
-        try:
-            report = self._analyze(self._plan)
-        except ShardvizError:
-            self._target = old
-            raise
+        self.state.set_target(target, slices)
+        new = self.state.target
         self.device_count = new.chips if not new.is_cpu else jax.device_count()
         self.mesh_editor.device_count = self.device_count
-        self.report, self.traced, self.last_run_seconds = report, None, None
         set_if_changed(self.target_box, "value", new.name)
         set_if_changed(self.slices_box, "value", new.slices)
         self._refresh()
@@ -180,20 +178,65 @@ class Explorer:
         else:
             self.target_note.value = ""
 
-    def _apply(self, plan: Plan, record: bool = True):
-        report = self._analyze(plan)
-        if record:
-            self._history.append(self._plan)
-            self._future.clear()
-        self._plan, self.report = plan, report
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        # The widget's own text form lists every child's value (timings
+        # included); a short stable line keeps stored notebooks stable.
+        bundle["text/plain"] = (f"shardviz Explorer: {self.scan.kind} model "
+                                f"{getattr(self.scan.model, 'name', '')!r}, "
+                                f"{len(self.scan.variables)} variables")
+        return bundle
+
+    # ------------------------------------------------------------ editing
+    def propose(self, edit, raise_errors: bool = False):
+        """Apply ``edit(plan) -> plan``. Returns None, or the HTML of why the
+        edit was refused (the last good plan stays)."""
+        try:
+            new = edit(self.state.plan)
+            self._change(lambda: self.state.apply(new))
+        except ShardvizError as e:
+            if raise_errors:
+                raise
+            return error_html(e.message, e.hint)
+        return None
+
+    def _change(self, change):
+        """Run a state change; then sync the trait, render, and run the pass
+        if the state wants it."""
+        before = self.state.plan
+        change()
+        if self.state.plan == before:
+            return
+        self._set_plan_trait(self.state.plan)
         self._refresh()
-        cheap = self.last_run_seconds is not None and self.last_run_seconds <= self.cheap_seconds
-        if self.inputs is not None and self.auto_run.value and cheap:
+        if self.state.wants_run:
             self._run()
+
+    def _set_plan_trait(self, plan: Plan) -> None:
+        self._syncing_plan = True
+        try:
+            self.plan = plan
+        finally:
+            self._syncing_plan = False
+
+    @traitlets.observe("plan")
+    def _plan_assigned(self, change):
+        if self._syncing_plan or change["new"] == self.state.plan:
+            return
+        # Someone assigned explorer.plan: apply it like any edit.
+        with self.guard("Setting the plan"):
+            try:
+                self._change(lambda: self.state.apply(change["new"]))
+            finally:
+                if self.plan != self.state.plan:  # refused: the trait shows the real plan
+                    self._set_plan_trait(self.state.plan)
+
+    def _auto_run_changed(self, change):
+        self.state.auto_run = bool(change["new"])
 
     # ------------------------------------------------------------ forward pass
     def _run(self):
-        if self.inputs is None:
+        if self.state.inputs is None:
             self.run_status.value = note_html("Give the Explorer inputs=... to run the forward pass.")
             return
         self.progress.layout.visibility = "visible"
@@ -204,25 +247,19 @@ class Explorer:
             self.progress.value = STAGES.index(stage) + 1 if stage in STAGES else self.progress.value
             self.run_status.value = note_html(f"{stage}…")
 
-        start = time.perf_counter()
         try:
-            report = self._analyze(self._plan, self.inputs, train_step=self.train_step,
-                                   progress=progress)
+            report = self.state.run(progress)
         finally:
             self.run_button.disabled = False
             self.progress.layout.visibility = "hidden"
-        self.last_run_seconds = time.perf_counter() - start
+        self._status_plan = self.state.plan
         if report.trace_error is not None:
             self.run_status.value = error_html("Forward pass failed: " + report.trace_error.message,
                                                report.trace_error.hint)
-            self.report = report
-            self.traced = None
-            self.last_run_seconds = None
         else:
-            what = "train step" if self.train_step else "forward pass"
+            what = "train step" if self.state.train_step else "forward pass"
             self.run_status.value = note_html(
-                f"{report.trace.mode} {what} done in {self.last_run_seconds:.2f} s", "#1b7f3b")
-            self.report = self.traced = report
+                f"{report.trace.mode} {what} done in {self.state.last_seconds:.2f} s", "#1b7f3b")
         self._dirty = set(TABS)
         self._refresh(editors=False)
 
@@ -251,12 +288,12 @@ class Explorer:
         self.auto_run = W.Checkbox(description="re-run after edits when cheap", indent=False,
                                    layout=W.Layout(width="230px"))
         self.target_box = W.Combobox(
-            value=self._target.name, options=["cpu", "v5e:2x4", "v5e:4x4", "v5p:2x2x2",
+            value=self.state.target.name, options=["cpu", "v5e:2x4", "v5e:4x4", "v5p:2x2x2",
                                               "v5p:2x2x4", "v6e:4x4", "h100:8", "b200:8"],
             description="target", ensure_option=False, continuous_update=False,
             layout=W.Layout(width="220px"))
         self.target_box.add_class("shardviz-target")
-        self.slices_box = W.BoundedIntText(value=self._target.slices, min=1, max=64,
+        self.slices_box = W.BoundedIntText(value=self.state.target.slices, min=1, max=64,
                                            description="slices", layout=W.Layout(width="130px"))
         self.target_note = W.HTML()
         self.target_box.observe(lambda _: self._guarded(self._target_edited), "value")
@@ -326,8 +363,7 @@ class Explorer:
         self.mesh_editor.box.layout = W.Layout(width="460px", margin="0 24px 0 0")
         editors = W.HBox([self.mesh_editor.box, W.VBox([self.rule_editor.box, W.HBox([undo, redo])])],
                          layout=W.Layout(flex_flow="row wrap"))
-        self.app = W.VBox([self.header, controls, self.error, editors, self.tabs])
-        self.app.add_class("shardviz-explorer")
+        return [self.header, controls, self.error, editors, self.tabs]
 
     def _guarded(self, fn):
         with self.guard():
@@ -346,21 +382,24 @@ class Explorer:
     def _refresh(self, editors: bool = True):
         report = self.report
         if editors:
-            self.mesh_editor.sync(self._plan)
-            self.rule_editor.sync(self._plan, report)
-        self.undo_button.disabled = not self._history
-        self.redo_button.disabled = not self._future
-        fresh = self.forward_is_fresh
-        if self.inputs is None:
-            forward = "no inputs given: variables only"
-        elif fresh:
-            forward = f"forward pass fresh ({self.last_run_seconds:.2f} s)"
-        elif self.traced is not None:
-            forward = "forward pass stale: the plan changed since it ran"
-        else:
-            forward = "forward pass not run yet"
-        if self.inputs is not None and not fresh and self.traced is not None:
-            self.run_status.value = note_html("stale: run again to see the new plan", "#8a5a00")
+            self.mesh_editor.sync(self.state.plan)
+            self.rule_editor.sync(self.state.plan, report)
+        self.undo_button.disabled = not self.state.history
+        self.redo_button.disabled = not self.state.future
+        state = self.state
+        forward = state.status
+        if state.inputs is not None and self._status_plan != state.plan:
+            # The run status speaks of another plan: say what holds for this one
+            # (an earlier plan's failure is not this plan's).
+            if state.fresh:
+                self.run_status.value = note_html("this plan's forward pass ran before: fresh",
+                                                  "#1b7f3b")
+            elif state.traced is not None:
+                self.run_status.value = note_html("stale: run again to see the new plan",
+                                                  "#8a5a00")
+            else:
+                self.run_status.value = ""
+            self._status_plan = state.plan
         warnings = ""
         if self.guard.warnings:
             warnings = "<br><span style='color:#8a5a00'>" + html.escape(self.guard.warnings[-1]) + \
@@ -472,14 +511,14 @@ class Explorer:
         self.flow_picture.value = png(self.traced.show_flow())
 
     def _render_export(self):
-        self.json_text.value = self._plan.to_json()
-        data = base64.b64encode(self._plan.to_json().encode()).decode()
+        self.json_text.value = self.state.plan.to_json()
+        data = base64.b64encode(self.state.plan.to_json().encode()).decode()
         self.download.value = (f'<a download="plan.json" href="data:application/json;base64,{data}"'
                                ' style="line-height:28px">download plan.json</a>')
 
     # ------------------------------------------------------------ export
     def _show_python(self):
-        self.python_code.value = self._plan.to_python()
+        self.python_code.value = self.state.plan.to_python()
 
     def _load_json_text(self):
         self._load_json(self.json_text.value)
