@@ -78,7 +78,7 @@ class Explorer(widgets.VBox):
         self._syncing_plan = False
         self._dirty = set(TABS)
         self._json_shown = None
-        self._status_plan = None
+        self._status_plan: Plan | None = None
         children = self._build()
         super().__init__(children=children)
         self.add_class("shardviz-explorer")
