@@ -198,7 +198,7 @@ def test_export_python_and_json(app):
     other = Plan({"batch": 8})
     app.json_text.value = other.to_json()
     app.tabs.children[5].children[4].children[0].click()
-    assert app.plan == other and "Plan loaded" in text(app.export_message)
+    assert app.plan == other and "plan loaded" in text(app.export_message)
     app.json_text.value = "{not json"
     app.tabs.children[5].children[4].children[0].click()
     assert app.plan == other and "not valid JSON" in text(app.export_message)
@@ -325,3 +325,54 @@ def test_a_failed_pass_clears_and_auto_run_resumes_when_the_plan_is_valid_again(
     key_box(app, 0).value = "up/(kernel"                      # an invalid regex: refused
     key_box(app, 0).value = ".*up/kernel"                     # fixed: runs again by itself
     assert app.forward_is_fresh
+
+
+def test_pasted_json_survives_any_re_render(app):
+    app.tabs.selected_index = 5                                # Export
+    pasted = Plan({"batch": 8}).to_json()
+    app.json_text.value = pasted
+    app.run()                                                  # re-renders the visible tab
+    key_box(app, 0).value = "up/kernel"                        # an unrelated edit
+    app.undo()
+    assert app.json_text.value == pasted and "kept" in text(app.json_note)
+    app.tabs.children[5].children[4].children[0].click()       # Load JSON
+    assert app.plan == Plan({"batch": 8}) and "Load JSON: plan loaded" in text(app.export_message)
+
+
+def test_load_errors_name_their_subject_and_clear_after_a_success(app):
+    app.upload.value = ({"name": "model.bin", "type": "", "size": 2,
+                         "content": memoryview(b"\xff\xfe"),
+                         "last_modified": datetime.datetime(2026, 1, 1)},)
+    assert "Open file 'model.bin' failed: it is not UTF-8" in text(app.export_message)
+    app.json_text.value = "{not json"
+    app.tabs.children[5].children[4].children[0].click()
+    assert ">Load JSON failed: The plan is not valid JSON" in text(app.export_message)
+    app.json_text.value = Plan({"batch": 8}).to_json()
+    app.tabs.children[5].children[4].children[0].click()
+    assert "failed" not in text(app.export_message) and text(app.error) == ""
+
+
+def test_refused_text_stays_until_the_user_changes_that_field(app):
+    mesh_row(app, 0).children[0].value = "model"              # rename batch -> model: refused
+    refused = text(app.mesh_editor.message)
+    assert "model" in refused and app.plan.axis_names == ("batch", "model")
+    key_box(app, 1).value = "up/bias"                          # an unrelated edit
+    assert mesh_row(app, 0).children[0].value == "model"       # the typed text is kept
+    assert text(app.mesh_editor.message) == refused            # and so is the message
+    mesh_row(app, 0).children[0].value = "data"                # the user fixes that field
+    assert app.plan.axis_names == ("data", "model") and text(app.mesh_editor.message) == ""
+
+
+def test_typing_a_rule_key_makes_one_undo_step(app):
+    for typed in ("u", "up", "up/", "up/kernel"):              # keystrokes, debounced in a kernel
+        key_box(app, 0).value = typed
+    assert app.plan.rule_keys[0] == "up/kernel"
+    app.undo()
+    assert app.plan == examples.megatron_plan()
+
+
+def test_enter_in_the_new_rule_box_adds_the_rule(app):
+    app.rule_editor.new_key.value = ".*down/bias"             # what Enter sends
+    assert app.plan.rule_keys[-1] == ".*down/bias" and app.rule_editor.new_key.value == ""
+    app.rule_editor.box.children[2].children[1].click()        # the click as the box loses focus
+    assert app.plan.rule_keys.count(".*down/bias") == 1 and text(app.rule_editor.message) == ""

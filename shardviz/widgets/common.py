@@ -58,3 +58,35 @@ def set_if_changed(widget, name: str, value):
     """Assign a trait only when it differs (each assignment is a message)."""
     if getattr(widget, name) != value:
         setattr(widget, name, value)
+
+
+class Debouncer:
+    """Runs an edit once typing pauses: each call for a key replaces the
+    pending one, which runs ``delay`` seconds after the last call. In a
+    kernel that runs an asyncio loop (Jupyter's) the wait is on that loop;
+    without one (plain Python, tests) the edit runs at once.
+    """
+
+    def __init__(self, delay: float = 0.3):
+        self.delay = delay
+        self._pending: dict = {}
+
+    def __call__(self, key, fn) -> None:
+        import asyncio
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        old = self._pending.pop(key, None)
+        if old is not None:
+            old.cancel()
+        if loop is None or self.delay <= 0:
+            fn()
+            return
+
+        def fire():
+            self._pending.pop(key, None)
+            fn()
+
+        self._pending[key] = loop.call_later(self.delay, fire)

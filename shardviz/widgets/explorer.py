@@ -188,12 +188,12 @@ class Explorer(widgets.VBox):
         return bundle
 
     # ------------------------------------------------------------ editing
-    def propose(self, edit, raise_errors: bool = False):
+    def propose(self, edit, raise_errors: bool = False, merge=None):
         """Apply ``edit(plan) -> plan``. Returns None, or the HTML of why the
         edit was refused (the last good plan stays)."""
         try:
             new = edit(self.state.plan)
-            self._change(lambda: self.state.apply(new))
+            self._change(lambda: self.state.apply(new, merge=merge))
         except ShardvizError as e:
             if raise_errors:
                 raise
@@ -348,10 +348,12 @@ class Explorer(widgets.VBox):
         self.upload.observe(lambda _: self._guarded(self._load_upload), "value")
         self.download = W.HTML()
         self.export_message = W.HTML()
+        self.json_note = W.HTML()
         export_tab = W.VBox([
             W.HBox([python_button, W.HTML("<i>select the code and copy it</i>")]), self.python_code,
             W.HTML("<b>Plan as JSON</b> (edit and load, open a file, or download)"),
-            self.json_text, W.HBox([load_json, self.upload, self.download]), self.export_message,
+            self.json_text, W.HBox([load_json, self.upload, self.download]), self.json_note,
+            self.export_message,
         ])
         self.tabs = W.Tab(children=[
             tensor_tab, self.variables_table, self.problems_table,
@@ -372,10 +374,10 @@ class Explorer(widgets.VBox):
     def _show_error(self, text):
         self.error.value = text
 
-    def _propose_from_editor(self, edit):
+    def _propose_from_editor(self, edit, merge=None):
         self.error.value = ""
         with self.guard("The edit"):
-            return self.propose(edit)
+            return self.propose(edit, merge=merge)
         return None
 
     # ------------------------------------------------------------ refresh
@@ -511,7 +513,15 @@ class Explorer(widgets.VBox):
         self.flow_picture.value = png(self.traced.show_flow())
 
     def _render_export(self):
-        self.json_text.value = self.state.plan.to_json()
+        current = self.state.plan.to_json()
+        typed = self.json_text.value
+        if typed in ("", self._json_shown) or typed == current:
+            set_if_changed(self.json_text, "value", current)
+            self._json_shown = current
+        else:  # never overwrite JSON the user typed or pasted and has not loaded
+            self.json_note.value = note_html(
+                "Your edited JSON is kept; Load JSON applies it (the plan has changed since).",
+                "#8a5a00")
         data = base64.b64encode(self.state.plan.to_json().encode()).decode()
         self.download.value = (f'<a download="plan.json" href="data:application/json;base64,{data}"'
                                ' style="line-height:28px">download plan.json</a>')
@@ -521,13 +531,30 @@ class Explorer(widgets.VBox):
         self.python_code.value = self.state.plan.to_python()
 
     def _load_json_text(self):
-        self._load_json(self.json_text.value)
+        self._load_json(self.json_text.value, "Load JSON")
 
     def _load_upload(self):
         files = self.upload.value
-        if files:
-            self._load_json(bytes(files[0]["content"]).decode())
+        if not files:
+            return
+        name = files[0].get("name") or "the file"
+        try:
+            text = bytes(files[0]["content"]).decode("utf-8")
+        except UnicodeDecodeError:
+            self.export_message.value = error_html(
+                f"Open file {name!r} failed: it is not UTF-8 text, so it is not a plan.",
+                "Choose a plan.json written by shardviz (Download, or Plan.to_json()).")
+            return
+        self._load_json(text, f"Open file {name!r}")
 
-    def _load_json(self, text):
-        error = self.propose(lambda _: Plan.from_json(text))
-        self.export_message.value = error or note_html("Plan loaded.", "#1b7f3b")
+    def _load_json(self, text, what):
+        try:
+            plan = Plan.from_json(text)
+            self.propose(lambda _: plan, raise_errors=True)
+        except ShardvizError as e:
+            self.export_message.value = error_html(f"{what} failed: {e.message}", e.hint)
+            return
+        self.error.value = ""
+        self.json_note.value = ""
+        self._json_shown = self.json_text.value = self.state.plan.to_json()
+        self.export_message.value = note_html(f"{what}: plan loaded.", "#1b7f3b")

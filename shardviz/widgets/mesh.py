@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from ..plan import Plan
-from .common import note_html, set_if_changed
+from .common import Debouncer, note_html, set_if_changed
 
 
 class MeshEditor:
@@ -17,8 +17,12 @@ class MeshEditor:
     typed stays in the fields either way.
     """
 
-    def __init__(self, propose, device_count: int):
+    def __init__(self, propose, device_count: int, debounce: float = 0.3):
         self.propose = propose
+        self._debounce = Debouncer(debounce)
+        self._refused: dict[tuple[str, str], tuple[object, str]] = {}
+        """(field, axis) to (what the user typed, why it was refused): the field
+        keeps the text and the message stays until the user changes it."""
         self.device_count = device_count
         self.rows = widgets.VBox()
         self.message = widgets.HTML()
@@ -51,10 +55,14 @@ class MeshEditor:
             if names != self._row_axes:
                 self.rows.children = [self._row(i, n, s) for i, (n, s) in enumerate(plan.mesh)]
                 self._row_axes = names
-            else:
-                for row, (name, size) in zip(self.rows.children, plan.mesh):
-                    set_if_changed(row.children[0], "value", name)
-                    set_if_changed(row.children[1], "value", size)
+            for row, (name, size) in zip(self.rows.children, plan.mesh):
+                typed_name = self._refused.get(("name", name))
+                typed_size = self._refused.get(("size", name))
+                set_if_changed(row.children[0], "value",
+                               name if typed_name is None else typed_name[0])
+                set_if_changed(row.children[1], "value",
+                               size if typed_size is None else typed_size[0])
+            self._refused = {k: v for k, v in self._refused.items() if k[1] in names}
             self.batch.options = names
             set_if_changed(self.batch, "value", plan.batch_axis if plan.batch_axis in names else None)
             n = plan.mesh_size
@@ -76,7 +84,8 @@ class MeshEditor:
         name_box = widgets.Text(value=name, continuous_update=False,
                                 layout=widgets.Layout(width="140px"))
         name_box.add_class("shardviz-axis-name")
-        size_box = widgets.IntText(value=size, layout=widgets.Layout(width="80px"))
+        size_box = widgets.IntText(value=size, continuous_update=True,
+                                   layout=widgets.Layout(width="80px"))
         size_box.add_class("shardviz-axis-size")
         remove = widgets.Button(icon="trash", tooltip="remove this axis",
                                 layout=widgets.Layout(width="36px"))
@@ -87,23 +96,35 @@ class MeshEditor:
 
     # ---------------------------------------------------------------- edits
     def _say(self, error):
-        self.message.value = "" if error is None else error
+        """Show ``error``, or, with none, the refusals still standing."""
+        standing = [why for _, why in self._refused.values()]
+        self.message.value = error if error is not None else (standing[-1] if standing else "")
 
     def _renamed(self, i, change):
         if self._syncing:
             return
-        old, new = self._row_axes[i], change["new"].strip()
+        old, typed = self._row_axes[i], change["new"]
+        new = typed.strip()
+        self._refused.pop(("name", old), None)
         self._row_axes[i] = new  # so that the sync after the edit keeps this row
         error = self.propose(lambda p: p.with_axis_renamed(old, new))
         if error is not None:
             self._row_axes[i] = old
+            self._refused[("name", old)] = (typed, error)
         self._say(error)
 
     def _resized(self, i, change):
         if self._syncing:
             return
-        axis = self._row_axes[i]
-        self._say(self.propose(lambda p: p.with_axis(axis, change["new"])))
+        axis, typed = self._row_axes[i], change["new"]
+        self._debounce(("size", axis), lambda: self._apply_size(axis, typed))
+
+    def _apply_size(self, axis, typed):
+        self._refused.pop(("size", axis), None)
+        error = self.propose(lambda p: p.with_axis(axis, typed), merge=("size", axis))
+        if error is not None:
+            self._refused[("size", axis)] = (typed, error)
+        self._say(error)
 
     def _removed(self, i):
         axis = self._row_axes[i]

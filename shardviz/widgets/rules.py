@@ -9,7 +9,7 @@ import ipywidgets as widgets
 
 from ..errors import ShardvizError
 from ..plan import Plan
-from .common import set_if_changed
+from .common import Debouncer, set_if_changed
 
 NONE = "—"
 
@@ -43,14 +43,22 @@ class RuleEditor:
     """Edits the ordered rules of the current plan. Edits go through
     ``propose(edit)``, as in :class:`~shardviz.widgets.mesh.MeshEditor`."""
 
-    def __init__(self, propose):
+    def __init__(self, propose, debounce: float = 0.3):
         self.propose = propose
+        self._debounce = Debouncer(debounce)
+        self._refused: dict[int, tuple[str, str]] = {}
+        """Row to (the key typed, why it was refused): kept until that field changes."""
+        self._entered = False
+        """Whether the last edit added a rule from Enter in the new-key box (a
+        click on "add rule" right after it, as the box loses focus, is not
+        another add)."""
         self.rows = widgets.VBox()
         self.message = widgets.HTML()
-        self.new_key = widgets.Combobox(placeholder="new rule: a path or a regex",
+        self.new_key = widgets.Combobox(placeholder="new rule: a path or a regex, then Enter",
                                         ensure_option=False, continuous_update=False,
                                         layout=widgets.Layout(width="300px"))
         self.new_key.add_class("shardviz-new-rule-key")
+        self.new_key.observe(self._new_key_entered, "value")
         add = widgets.Button(description="add rule", icon="plus", layout=widgets.Layout(width="110px"))
         add.add_class("shardviz-add-rule")
         add.on_click(self._add)
@@ -72,6 +80,7 @@ class RuleEditor:
             set_if_changed(self.new_key, "options", tuple(options))
             if len(self.rows.children) != len(plan.rules):
                 self.rows.children = [self._row(i) for i in range(len(plan.rules))]
+                self._refused.clear()  # rows moved: a refusal no longer has its field
             for i, (row, rule) in enumerate(zip(self.rows.children, plan.rules)):
                 self._fill(row, i, rule, plan, feedback[i], options)
         finally:
@@ -79,7 +88,7 @@ class RuleEditor:
 
     def _row(self, i: int):
         index = widgets.HTML(layout=widgets.Layout(width="24px"))
-        key = widgets.Combobox(ensure_option=False, continuous_update=False,
+        key = widgets.Combobox(ensure_option=False, continuous_update=True,
                                layout=widgets.Layout(width="250px"))
         key.add_class("shardviz-rule-key")
         key.observe(lambda change, i=i: self._key_changed(i, change), "value")
@@ -106,7 +115,8 @@ class RuleEditor:
         index, key, dims, *_, fb = row.children
         set_if_changed(index, "value", f"<code>{i}</code>")
         set_if_changed(key, "options", tuple(options))
-        set_if_changed(key, "value", rule.key)
+        if i not in self._refused:  # never overwrite text the user typed that was refused
+            set_if_changed(key, "value", rule.key)
         choices = [(NONE, NONE)] + [(a, a) for a in plan.axis_names]
         choices += [(f"{a} (not in mesh)", a) for a in rule.axes
                     if a is not None and a not in plan.axis_names]
@@ -127,13 +137,28 @@ class RuleEditor:
 
     # ---------------------------------------------------------------- edits
     def _say(self, error):
-        self.message.value = "" if error is None else error
+        """Show ``error``, or, with none, the refusals still standing."""
+        self._entered = False
+        standing = [why for _, why in self._refused.values()]
+        self.message.value = error if error is not None else (standing[-1] if standing else "")
 
     def _key_changed(self, i, change):
         if self._syncing:
             return
-        new = change["new"].strip()
-        self._say(self.propose(lambda p: p.with_rule_at(i, key=new)))
+        typed = change["new"]
+        self._debounce(("key", i), lambda: self._apply_key(i, typed))
+
+    def _apply_key(self, i, typed):
+        self._refused.pop(i, None)
+        error = self.propose(lambda p: p.with_rule_at(i, key=typed.strip()), merge=("key", i))
+        if error is not None:
+            self._refused[i] = (typed, error)
+        self._say(error)
+
+    def _new_key_entered(self, change):
+        if not self._syncing and change["new"].strip():
+            self._add(None)
+            self._entered = not self.new_key.value
 
     def _dims_changed(self, i):
         if self._syncing:
@@ -158,6 +183,9 @@ class RuleEditor:
 
     def _add(self, _):
         key = self.new_key.value.strip()
+        if not key and self._entered:
+            self._entered = False
+            return  # Enter (or leaving the box) already added it
         if not key:
             self._say('<span style="color:#b00020">Type a key first: a variable path, a regex, '
                       'or a layer output path ending in /output.</span>')
@@ -181,5 +209,5 @@ class RuleEditor:
         """The rank a new rule for ``key`` should have: that of what it
         matches (1 when it matches nothing, or is not a valid regex)."""
         report = self._report
-        ranks = report.ranks_of(key) if report is not None else []
+        ranks: list[int] = report.ranks_of(key) if report is not None else []
         return max(1, ranks[0]) if ranks else 1

@@ -67,6 +67,7 @@ class ExplorerState:
         """How long the last attempt at the pass took, whether or not it failed."""
         self.history: list[Plan] = []
         self.future: list[Plan] = []
+        self._merge: object = None
         self.listeners: list[Callable[[Plan, Plan], None]] = []
         """Called with ``(old, new)`` whenever the plan changes."""
 
@@ -104,17 +105,23 @@ class ExplorerState:
         return self.last_seconds is None or self.last_seconds <= self.cheap_seconds
 
     # ------------------------------------------------------------ edits
-    def apply(self, plan: Plan, record: bool = True) -> bool:
+    def apply(self, plan: Plan, record: bool = True, merge: object = None) -> bool:
         """Make ``plan`` current (analysing it first; a ShardvizError leaves
-        everything as it was). Returns whether the plan changed."""
+        everything as it was). Returns whether the plan changed.
+
+        Successive edits with the same ``merge`` tag (the keystrokes of one
+        rule key, say) make one step of undo history.
+        """
         plan = as_plan(plan)
         if plan == self.plan:
             return False
         report = self.analyze(plan)
         old = self.plan
         if record:
-            self.history.append(old)
+            if merge is None or merge != self._merge or not self.history:
+                self.history.append(old)
             self.future.clear()
+        self._merge = merge if record else None
         self.plan, self.report = plan, report
         # A failure belongs to the plan it ran under: a new plan clears it,
         # and auto-run may try again.
