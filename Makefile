@@ -16,7 +16,9 @@ LAB_FLAGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,lab,hub,tpu]"
+	@echo "installing shardviz and its extras into $(VENV) (log: $(VENV)/install.log)"
+	@$(BIN)/python -m pip install --quiet -e ".[test,lab,hub,tpu]" > $(VENV)/install.log 2>&1 \
+	  || (cat $(VENV)/install.log; exit 1)
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -27,8 +29,14 @@ browser:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium > /dev/null )
 	@$(CHROMIUM) --version
 
+# make lab PORT=8890 IP=0.0.0.0 NO_BROWSER=1 LAB_ARGS="--ServerApp.token=..."
+PORT ?= 8888
+IP ?= 127.0.0.1
+LAB_ARGS ?=
+NO_BROWSER ?=
 lab: setup
-	$(BIN)/jupyter lab $(LAB_FLAGS) notebooks/
+	$(BIN)/jupyter lab $(LAB_FLAGS) --port=$(PORT) --ip=$(IP) \
+	  $(if $(NO_BROWSER),--no-browser) $(LAB_ARGS) notebooks/
 
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 

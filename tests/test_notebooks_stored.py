@@ -46,3 +46,18 @@ def test_ignored_outputs_say_why(path):
             why = lines[marker + 1] if marker + 1 < len(lines) else ""
             assert why.startswith("# Why:") and len(why) > 20, \
                 "say in the next comment line (# Why: ...) why the output truly varies"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_stored_widget_state_is_absent_or_shown(path):
+    """Widget state in a notebook's metadata is either none, or the state of
+    widgets its outputs display (so that it renders without a kernel)."""
+    nb = nbformat.read(path, as_version=4)
+    state = nb.metadata.get("widgets", {}).get(
+        "application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    shown = {o.get("data", {}).get("application/vnd.jupyter.widget-view+json", {}).get("model_id")
+             for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])}
+    shown.discard(None)
+    if state:
+        assert shown and shown <= set(state), \
+            "the stored widget state holds none of the widgets the outputs display"
