@@ -769,7 +769,7 @@ class Report:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from .render.text import report_renderables
 
-        yield from report_renderables(self)
+        yield from report_renderables(self, width=options.max_width)
 
     def __str__(self) -> str:
         from .render.text import report_text

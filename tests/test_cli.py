@@ -177,3 +177,23 @@ def test_report_for_a_tpu_target_and_the_fit_guard(tmp_path):
     huge = run("report", f"{models}:build", "--mesh", "batch=4", "--target", "v5e:2x2",
                "--fail-on", "does-not-fit")
     assert huge.returncode == 1 and "does-not-fit" in huge.stdout
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_terminal_tables_fit_the_width_and_never_break_a_word(width):
+    from shardviz.render.text import report_text
+
+    plan = shardviz.Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
+                                                    "nothing": ("model",)})
+    report = shardviz.analyze(lambda: examples.llama(), plan, inputs=[(8, 16)])
+    out = report_text(report, width=width, max_rows=None)
+    assert max(len(line) for line in out.splitlines()) <= width
+    cells = {c.strip() for line in out.splitlines() for c in line.split("│")}
+    for path in report.variables["path"]:
+        assert path in cells, path                       # every path whole, in one cell
+    statuses = set(report.variables["status"])
+    assert statuses <= cells                             # "replicated", never "replic"/"ated"
+    if width == 80:
+        assert "dtype, shape, shard, rule not shown at 80 columns" in out
+    else:
+        assert {"float32", "int32"} & cells or "dtype not shown at 120 columns" in out

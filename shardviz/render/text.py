@@ -48,7 +48,9 @@ def problems_table(report):
 
     table = Table(title="Problems", show_lines=False, expand=False)
     for col in ("severity", "kind", "where", "message", "hint"):
-        table.add_column(col, overflow="fold")
+        # Messages wrap between words; the short columns never wrap.
+        table.add_column(col, overflow="fold", no_wrap=col in ("severity", "kind"),
+                         ratio=2 if col in ("message", "hint") else None)
     for p in report.problem_list:
         where = p.path or p.rule or p.layer or ""
         table.add_row(f"[{SEVERITY_STYLE[p.severity]}]{p.severity}[/]", p.kind, where,
@@ -56,72 +58,101 @@ def problems_table(report):
     return table
 
 
-def variables_table(report, max_rows: int | None = 40):
-    from rich.table import Table
+def fitted_table(title: str, columns: list[tuple[str, str]], rows: list[list[str]],
+                 width: int | None, drop: tuple[str, ...], caption: str = ""):
+    """A rich Table whose cells never break inside a word: when the table is
+    wider than ``width``, columns are dropped in the order ``drop`` gives,
+    and the caption says which. Only the first column (a path) may fold, and
+    only when the table is still too wide without every droppable column.
 
-    table = Table(title="Variables", expand=False)
-    for col, justify in (("path", "left"), ("shape", "right"), ("dtype", "left"),
-                         ("spec", "left"), ("rule", "left"), ("shard", "right"),
-                         ("per device", "right"), ("status", "left")):
-        table.add_column(col, justify=cast("JustifyMethod", justify),
-                         no_wrap=col in ("path", "shape", "spec", "shard"),
-                         overflow="ellipsis" if col == "rule" else "fold")
+    ``columns`` are ``(name, justify)``; cells may hold rich markup.
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    names = [name for name, _ in columns]
+    size = {name: max([len(name)] + [len(Text.from_markup(r[k]).plain) for r in rows])
+            for k, name in enumerate(names)}
+    kept = list(names)
+
+    def total() -> int:
+        return sum(size[n] + 3 for n in kept) + 1
+
+    dropped = []
+    for name in drop:
+        if width is None or total() <= width:
+            break
+        kept.remove(name)
+        dropped.append(name)
+    fold_first = width is not None and total() > width
+    notes = [caption] if caption else []
+    if dropped:
+        notes.append(f"{', '.join(dropped)} not shown at {width} columns; see --json or "
+                     "a wider terminal")
+    table = Table(title=title, expand=False, caption="; ".join(notes) or None)
+    for k, (name, justify) in enumerate(columns):
+        if name in kept:
+            table.add_column(name, justify=cast("JustifyMethod", justify),
+                             no_wrap=not (k == 0 and fold_first), overflow="fold")
+    for r in rows:
+        table.add_row(*[cell for name, cell in zip(names, r) if name in kept])
+    return table
+
+
+def variables_table(report, max_rows: int | None = 40, width: int | None = None):
     frame = report.variables
     shown = frame if max_rows is None else frame.head(max_rows)
+    rows = []
     for v in shown.itertuples(index=False):
         error = v.status == "error"
         style = STATUS_STYLE[v.status]
-        status = f"[{style}]{v.status}[/]" if style else v.status
-        table.add_row(
+        rows.append([
             v.path, _shape(v.shape), v.dtype,
             f"{tuple(v.spec)!r}" if error else format_spec(v.spec),
-            v.rule or "—", _shape(v.shard_shape), human_bytes(v.bytes_per_device), status,
-        )
-    if max_rows is not None and len(frame) > max_rows:
-        table.caption = f"... {len(frame) - max_rows} more; see report.variables"
-    return table
+            v.rule or "—", _shape(v.shard_shape), human_bytes(v.bytes_per_device),
+            f"[{style}]{v.status}[/]" if style else v.status,
+        ])
+    more = (f"... {len(frame) - max_rows} more; see report.variables"
+            if max_rows is not None and len(frame) > max_rows else "")
+    columns = [("path", "left"), ("shape", "right"), ("dtype", "left"), ("spec", "left"),
+               ("rule", "left"), ("shard", "right"), ("per device", "right"),
+               ("status", "left")]
+    return fitted_table("Variables", columns, rows, width,
+                        ("dtype", "shape", "shard", "rule", "per device"), more)
 
 
-def activations_table(report, max_rows: int | None = 40):
-    from rich.table import Table
-
-    table = Table(title=f"Activations ({report.pass_name})", expand=False)
-    for col in ("output path", "shape", "requested", "actual", "shard", "per device", "ok"):
-        table.add_column(col, no_wrap=col in ("output path", "shape", "requested", "actual",
-                                              "shard"),
-                         justify="right" if col in ("shape", "shard", "per device") else "left")
+def activations_table(report, max_rows: int | None = 40, width: int | None = None):
     frame = report.activations
     shown = frame if max_rows is None else frame.head(max_rows)
-    for a in shown.itertuples(index=False):
-        table.add_row(a.label, _shape(a.shape),
-                      format_spec(a.requested_spec) if a.requested_spec is not None else "—",
-                      format_spec(a.actual_spec), _shape(a.shard_shape),
-                      human_bytes(a.bytes_per_device or 0), OK_STYLE[a.ok])
-    if max_rows is not None and len(frame) > max_rows:
-        table.caption = f"... {len(frame) - max_rows} more; see report.activations"
-    return table
+    rows = [[a.label, _shape(a.shape),
+             format_spec(a.requested_spec) if a.requested_spec is not None else "—",
+             format_spec(a.actual_spec), _shape(a.shard_shape),
+             human_bytes(a.bytes_per_device or 0), OK_STYLE[a.ok]]
+            for a in shown.itertuples(index=False)]
+    more = (f"... {len(frame) - max_rows} more; see report.activations"
+            if max_rows is not None and len(frame) > max_rows else "")
+    columns = [("output path", "left"), ("shape", "right"), ("requested", "left"),
+               ("actual", "left"), ("shard", "right"), ("per device", "right"), ("ok", "left")]
+    return fitted_table(f"Activations ({report.pass_name})", columns, rows, width,
+                        ("shape", "shard", "per device"), more)
 
 
-def collectives_table(report):
-    from rich.table import Table
-
+def collectives_table(report, width: int | None = None):
     timed = not report.target.is_cpu
-    table = Table(title="Collectives (compiled HLO, per device)", expand=False)
-    columns = ["kind", "layer", "pass", "over axes", "bytes"]
+    columns = [("kind", "left"), ("layer", "left"), ("pass", "left"), ("over axes", "left"),
+               ("bytes", "right")]
     if timed:
-        columns += ["network", "time (estimate)"]
-    for col in columns:
-        table.add_column(col, justify="right" if col in ("bytes", "time (estimate)") else "left")
-    frame = report.collectives
-    for c in frame.to_dict("records"):
+        columns += [("network", "left"), ("time (estimate)", "right")]
+    rows = []
+    for c in report.collectives.to_dict("records"):
         row = [c["kind"] + (" (async)" if c["async"] else ""), c["layer"] or "—",
                c["pass"], c["over"], human_bytes(c["bytes_per_device"])]
         if timed:
             row += [c["network"], human_seconds(c["seconds"])]
-        table.add_row(*row)
-    if frame.empty:
-        table.caption = "none: every device computes its part alone"
-    return table
+        rows.append(row)
+    caption = "" if rows else "none: every device computes its part alone"
+    return fitted_table("Collectives (compiled HLO, per device)", columns, rows, width,
+                        ("pass", "bytes", "network"), caption)
 
 
 def memory_line(report) -> str:
@@ -154,7 +185,8 @@ def estimate_line(report) -> str:
     return f"Step time on {report.target.label} (estimates): " + ", ".join(parts)
 
 
-def report_renderables(report, max_rows: int | None = 40):
+def report_renderables(report, max_rows: int | None = 40, width: int | None = None):
+    """The report for a terminal of ``width`` columns (None: any width)."""
     from rich.text import Text
 
     yield Text(summary_line(report), style="bold")
@@ -162,10 +194,10 @@ def report_renderables(report, max_rows: int | None = 40):
         yield Text("note: " + note, style="dim")
     if report.problem_list:
         yield problems_table(report)
-    yield variables_table(report, max_rows)
+    yield variables_table(report, max_rows, width)
     if report.pass_name is not None:
-        yield activations_table(report, max_rows)
-        yield collectives_table(report)
+        yield activations_table(report, max_rows, width)
+        yield collectives_table(report, width)
         yield Text(memory_line(report))
         if estimate_line(report):
             yield Text(estimate_line(report))
@@ -184,7 +216,7 @@ def render_to_text(renderables, width: int = 120) -> str:
 
 
 def report_text(report, width: int = 120, max_rows: int | None = 40) -> str:
-    return render_to_text(report_renderables(report, max_rows), width)
+    return render_to_text(report_renderables(report, max_rows, width), width)
 
 
 def jax_text(shape, sharding, *, width: int = 80) -> str:
