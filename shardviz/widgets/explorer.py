@@ -278,12 +278,14 @@ class Explorer(widgets.VBox):
         self.undo_button, self.redo_button = undo, redo
 
         self.run_button = W.Button(description="Run forward pass", icon="play",
-                                   button_style="primary", layout=W.Layout(width="180px"))
+                                   button_style="primary",
+                                   layout=W.Layout(width="180px", min_width="180px",
+                                                   flex="0 0 auto"))
         self.run_button.add_class("shardviz-run")
         self.run_button.on_click(lambda _: self.run())
         self.progress = W.IntProgress(min=0, max=len(STAGES), layout=W.Layout(width="140px",
                                                                              visibility="hidden"))
-        self.run_status = W.HTML()
+        self.run_status = W.HTML(layout=W.Layout(flex="1 1 auto", min_width="0"))
         self.run_status.add_class("shardviz-run-status")
         self.auto_run = W.Checkbox(description="re-run after edits when cheap", indent=False,
                                    layout=W.Layout(width="230px"))

@@ -36,6 +36,15 @@ def rule_feedback(report) -> list[tuple[str, str, int | None]]:
             for level, text, ranks in zip(rules["level"], rules["feedback"], rules["ranks"])]
 
 
+def BUTTON():  # noqa: N802 (a layout factory, read like a constant)
+    """A row button's layout: it never shrinks to "+…" beside a long row."""
+    return widgets.Layout(width="32px", min_width="32px", flex="0 0 auto")
+
+
+DIM_WIDTH = 100
+"""Pixels per dimension dropdown; every row's dims take the widest rule's
+room, so that the buttons line up across rules of different rank."""
+
 COLOURS = {"ok": "#1b7f3b", "warn": "#8a5a00", "error": "#b00020"}
 
 
@@ -81,8 +90,12 @@ class RuleEditor:
             if len(self.rows.children) != len(plan.rules):
                 self.rows.children = [self._row(i) for i in range(len(plan.rules))]
                 self._refused.clear()  # rows moved: a refusal no longer has its field
+            widest = max((len(rule.axes) for rule in plan.rules), default=1)
             for i, (row, rule) in enumerate(zip(self.rows.children, plan.rules)):
                 self._fill(row, i, rule, plan, feedback[i], options)
+                dims = row.children[2]
+                set_if_changed(dims.layout, "width", f"{DIM_WIDTH * widest}px")
+                set_if_changed(dims.layout, "flex", "0 0 auto")
         finally:
             self._syncing = False
 
@@ -93,12 +106,12 @@ class RuleEditor:
         key.add_class("shardviz-rule-key")
         key.observe(lambda change, i=i: self._key_changed(i, change), "value")
         dims = widgets.HBox()
-        plus = widgets.Button(icon="plus", tooltip="add a dimension", layout=widgets.Layout(width="32px"))
+        plus = widgets.Button(icon="plus", tooltip="add a dimension", layout=BUTTON())
         minus = widgets.Button(icon="minus", tooltip="remove the last dimension",
-                               layout=widgets.Layout(width="32px"))
-        up = widgets.Button(icon="arrow-up", tooltip="move up", layout=widgets.Layout(width="32px"))
-        down = widgets.Button(icon="arrow-down", tooltip="move down", layout=widgets.Layout(width="32px"))
-        delete = widgets.Button(icon="trash", tooltip="delete this rule", layout=widgets.Layout(width="32px"))
+                               layout=BUTTON())
+        up = widgets.Button(icon="arrow-up", tooltip="move up", layout=BUTTON())
+        down = widgets.Button(icon="arrow-down", tooltip="move down", layout=BUTTON())
+        delete = widgets.Button(icon="trash", tooltip="delete this rule", layout=BUTTON())
         delete.add_class("shardviz-delete-rule")
         plus.on_click(lambda _, i=i: self._resize(i, +1))
         minus.on_click(lambda _, i=i: self._resize(i, -1))

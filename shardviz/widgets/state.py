@@ -65,6 +65,8 @@ class ExplorerState:
         """Why the last forward pass failed, while the plan it ran under is current."""
         self.last_seconds: float | None = None
         """How long the last attempt at the pass took, whether or not it failed."""
+        self.traced_seconds: float | None = None
+        """How long the pass of ``traced`` took."""
         self.history: list[Plan] = []
         self.future: list[Plan] = []
         self._merge: object = None
@@ -89,7 +91,7 @@ class ExplorerState:
         if self.failure is not None:
             return "forward pass failed under this plan: " + self.failure.message
         if self.fresh:
-            seconds = f" ({self.last_seconds:.2f} s)" if self.last_seconds is not None else ""
+            seconds = f" ({self.traced_seconds:.2f} s)" if self.traced_seconds is not None else ""
             return f"forward pass fresh{seconds}"
         if self.traced is not None:
             return "forward pass stale: the plan changed since it ran"
@@ -173,5 +175,5 @@ class ExplorerState:
             self.failure = report.trace_error
         else:
             self.failure = None
-            self.traced = report
+            self.traced, self.traced_seconds = report, self.last_seconds
         return report

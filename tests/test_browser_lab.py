@@ -1,0 +1,154 @@
+"""End to end in JupyterLab, where the Explorer's users live: Lab serves a
+notebook, Playwright drives Debian's Chromium, a person's edits are typed
+into the widgets (no Enter), and the page must follow.
+
+Everything binds to 127.0.0.1 and writes under the test's temp dir; every
+process started here is stopped, on failure too. Screenshots are kept in
+that temp dir.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+from test_browser_e2e import CHROMIUM, CHROMIUM_FLAGS, free_port, need_browser
+
+NOTEBOOK = """\
+import shardviz
+shardviz.simulate_devices(8)
+from shardviz import examples
+app = shardviz.Explorer(examples.mlp, inputs=(8, 16), plan=examples.megatron_plan())
+app"""
+
+
+@pytest.fixture
+def lab(tmp_path):
+    need_browser()
+    work = tmp_path / "work"
+    work.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(NOTEBOOK)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, work / "explorer.ipynb")
+    env = dict(os.environ)
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR",
+                 "KERAS_HOME"):
+        path = tmp_path / name.lower()
+        path.mkdir()
+        env[name] = str(path)
+    env.pop("XLA_FLAGS", None)
+    port = free_port()
+    jupyter = os.path.join(os.path.dirname(sys.executable), "jupyter")
+    args = [jupyter, "lab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+            "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={work}",
+            "--LabApp.news_url=", "--LabApp.check_for_updates_class="
+            "jupyterlab.NeverCheckForUpdate"]
+    if os.geteuid() == 0:
+        args.append("--allow-root")
+    log = open(tmp_path / "lab.log", "w")
+    proc = subprocess.Popen(args, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        import urllib.request
+
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    log.flush()
+                    raise RuntimeError("JupyterLab did not start:\n" +
+                                       (tmp_path / "lab.log").read_text()) from None
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/lab/tree/explorer.ipynb"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def text_of(page, selector):
+    return page.locator(selector).first.inner_text()
+
+
+def test_typing_in_the_explorer_in_jupyterlab(lab, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    shots = []
+
+    def shot(page, name):
+        path = tmp_path / f"{len(shots):02d}-{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        shots.append(path)
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(lab, timeout=90_000)
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+            # Wait for the kernel, then Run > Run All Cells, as a person would.
+            page.wait_for_function(
+                "document.body.innerText.includes('Idle')", timeout=120_000)
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            page.wait_for_selector(".shardviz-explorer", timeout=240_000)
+            page.wait_for_function(
+                "document.querySelector('.shardviz-run-status')?.innerText.includes('done in')",
+                timeout=180_000)
+            shot(page, "ran")
+            picture = page.locator("img.shardviz-picture")
+            src_before = picture.get_attribute("src")
+
+            # Type a rule key, no Enter: it applies once typing pauses.
+            key = page.locator(".shardviz-rule-key input").first
+            key.click()
+            key.press("Control+a")
+            key.type("d1/kernel", delay=40)
+            page.wait_for_function(
+                "document.querySelector('.shardviz-rule-feedback').innerText"
+                ".includes('matches nothing')", timeout=30_000)
+            page.wait_for_function(
+                f"document.querySelector('img.shardviz-picture').src !== {src_before!r}",
+                timeout=60_000)
+            shot(page, "rule-typed")
+
+            # The tables follow.
+            page.locator(".shardviz-explorer .lm-TabBar-tabLabel").filter(
+                has_text="Variables").first.click()
+            page.wait_for_function(
+                "document.querySelector('.shardviz-variables') && !document.querySelector("
+                "'.shardviz-variables').innerText.includes('.*up/kernel')", timeout=30_000)
+
+            # An axis size that needs 16 devices: the pass fails, and says why.
+            size = page.locator(".shardviz-axis-size input").nth(1)
+            size.click()
+            size.press("Control+a")
+            size.type("8", delay=40)
+            page.wait_for_function(
+                "document.querySelector('.shardviz-run-status').innerText.includes('16 devices')",
+                timeout=60_000)
+            shot(page, "failed")
+
+            # Fixing the plan clears the failure, and the pass runs again by itself.
+            size.click()
+            size.press("Control+a")
+            size.type("4", delay=40)
+            page.wait_for_function(
+                "!document.querySelector('.shardviz-run-status').innerText.includes('16 devices')"
+                " && document.querySelector('.shardviz-header').innerText.includes('fresh')",
+                timeout=120_000)
+            shot(page, "fixed")
+        finally:
+            browser.close()
+    assert len(shots) == 4 and all(path.stat().st_size > 10_000 for path in shots)
