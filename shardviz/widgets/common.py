@@ -49,9 +49,19 @@ def note_html(message: str, colour: str = "#555") -> str:
     return f'<span style="color:{colour}">{html.escape(message)}</span>'
 
 
-def png(fig) -> bytes:
-    """A figure's PNG bytes, for a ``widgets.Image``."""
-    return fig._repr_png_()
+def show_png(image, fig, scale: int = 2) -> None:
+    """Put ``fig`` into the ``widgets.Image`` at its own size in CSS pixels,
+    rendered at ``scale`` times the resolution, so that it is sharp on a
+    high-DPI screen and never stretched."""
+    import io
+
+    from ..render.mpl import DPI
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI * scale)
+    set_if_changed(image, "width", str(int(round(fig.get_figwidth() * DPI))))
+    image.value = buf.getvalue()
+
 
 
 def set_if_changed(widget, name: str, value):

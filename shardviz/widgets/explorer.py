@@ -27,7 +27,7 @@ from ..plan import Plan, as_plan
 from ..render.html import collectives_html, problems_html, styled, variables_html
 from ..render.text import summary_line
 from ..report import Report
-from .common import Guard, error_html, note_html, png, set_if_changed
+from .common import Guard, error_html, note_html, set_if_changed, show_png
 from .mesh import MeshEditor
 from .rules import RuleEditor
 from .state import ExplorerState
@@ -468,8 +468,7 @@ class Explorer(widgets.VBox):
             self.jax_text.value = ""
             self.explanation.value = banner + error_html(e.message, e.hint)
             return
-        self.picture.width = str(int(fig.get_figwidth() * fig.dpi))  # never upscaled
-        self.picture.value = png(fig)
+        show_png(self.picture, fig)
         try:
             text = source.text(path, index, call)
             self.jax_text.value = ("<details><summary>as <code>jax.debug.visualize_sharding</code> "
@@ -499,7 +498,7 @@ class Explorer(widgets.VBox):
             "Stale: from the last forward pass, under an older plan." if stale else
             ("Variables only; run the forward pass for activations and temporaries."
              if self.traced is None else ""), "#8a5a00")
-        self.memory_picture.value = png(source.show_memory())
+        show_png(self.memory_picture, source.show_memory())
 
     def _render_communication(self):
         if self.traced is None:
@@ -512,7 +511,7 @@ class Explorer(widgets.VBox):
             "Stale: from the last forward pass, under an older plan." if stale else "",
             "#8a5a00")
         self.comm_table.value = styled(collectives_html(self.traced))
-        self.flow_picture.value = png(self.traced.show_flow())
+        show_png(self.flow_picture, self.traced.show_flow())
 
     def _render_export(self):
         current = self.state.plan.to_json()
