@@ -40,6 +40,7 @@ def test_report_prints_tables_and_writes_html_and_json(tmp_path):
         assert words in out.stdout
     assert "compiling" in out.stderr  # progress while it compiles
     page = html_file.read_text()
+    assert "Plan(mesh=" not in page and "<th>axis</th>" in page  # the plan as tables
     plan = shardviz.Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
                                                     ".*up/bias": ("model",),
                                                     ".*down/kernel": ("model", None)})

@@ -111,7 +111,7 @@ def pictures(report, max_per_grid: int = 100):
 def report_html_file(report, title: str = "shardviz report") -> str:
     """One HTML file, readable offline: summary, tables, problems and every
     picture as an embedded PNG."""
-    from .html import CSS, report_html
+    from .html import CSS, plan_html, report_html
 
     figures = []
     for name, fig in pictures(report):
@@ -126,8 +126,8 @@ def report_html_file(report, title: str = "shardviz report") -> str:
         "<style>body{margin:24px;font-family:sans-serif} figure{margin:12px 0}"
         " figcaption{font-weight:600;margin-bottom:4px} img{max-width:100%}</style></head><body>"
         f"<h1>{html.escape(title)}</h1>"
-        f"<p style='color:#555'>shardviz {__version__}, {when}. Plan: "
-        f"<code>{html.escape(repr(report.plan))}</code></p>"
+        f"<p style='color:#555'>shardviz {__version__}, {when}.</p>"
+        + plan_html(report.plan)
         + report_html(report, all_rows=True)
         + "<h2>Pictures</h2>" + "".join(figures) + "</body></html>"
     )

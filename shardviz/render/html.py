@@ -11,7 +11,7 @@ CSS = """
 <style>
 .shardviz-report { font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px; }
 .shardviz-report table { border-collapse: collapse; margin: 4px 0 10px 0; }
-.shardviz-report th, .shardviz-report td { padding: 2px 8px; text-align: left;
+.shardviz-report table th, .shardviz-report table td { padding: 2px 8px; text-align: left;
   border-bottom: 1px solid #ddd; vertical-align: top; }
 .shardviz-report th { background: #f3f3f3; }
 .shardviz-report .sv-error { color: #b00020; font-weight: 600; }
@@ -21,6 +21,7 @@ CSS = """
 .shardviz-report tr.sv-row-error td { background: #fdecee; }
 .shardviz-report tr.sv-row-warning td { background: #fff6e0; }
 .shardviz-report code { font-size: 12px; }
+.shardviz-report code:empty { display: none; }
 .shardviz-report summary { cursor: pointer; font-weight: 600; margin: 4px 0; }
 </style>
 """
@@ -77,6 +78,21 @@ def variables_html(report, max_rows: int = 200) -> str:
     if more > 0:
         table += f"<p>… {more} more; see <code>report.variables</code>.</p>"
     return table
+
+
+def plan_html(plan) -> str:
+    """The plan as a person reads it: the mesh, the batch axis, and the rules
+    in order, as small tables (not the Plan's repr)."""
+    mesh = _table(["axis", "size"], [[f"<code>{_e(n)}</code>" + (" (batch)" if n ==
+                                                                  plan.batch_axis else ""),
+                                      _e(s)] for n, s in plan.mesh])
+    rules = _table(["#", "key", "axes"], [[_e(i), f"<code>{_e(r.key)}</code>",
+                                           f"<code>{_e(r.axes)}</code>"]
+                                          for i, r in enumerate(plan.rules)])
+    return (f'<div class="shardviz-report"><b>Plan</b>: mesh of {plan.mesh_size} devices'
+            f'<div style="display:flex;gap:24px">{mesh}'
+            f'{rules if plan.rules else "<p><i>no rules: every variable replicated</i></p>"}'
+            "</div></div>")
 
 
 def rules_html(report) -> str:
