@@ -773,6 +773,32 @@ class Plan:
             rules = "[" + ", ".join(f"({r.key!r}, {r.axes!r})" for r in self.rules) + "]"
         return f"Plan(mesh={dict(self.mesh)!r}, rules={rules}, batch_axis={self.batch_axis!r})"
 
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """In a notebook or IPython: the repr, one rule per line when it is
+        longer than a line, so that it never runs off the cell's edge.
+
+        >>> from IPython.lib.pretty import pretty
+        >>> print(pretty(Plan({"batch": 2, "model": 4}, {".*attention/query/kernel":
+        ...     (None, "model", None), ".*attention/output/kernel": ("model", None, None)})))
+        Plan(mesh={'batch': 2, 'model': 4},
+             rules={'.*attention/query/kernel': (None, 'model', None),
+                    '.*attention/output/kernel': ('model', None, None)},
+             batch_axis='batch')
+        """
+        flat = repr(self)
+        if len(flat) <= 88 or cycle:
+            p.text(flat)
+            return
+        pairs = [f"{r.key!r}: {r.axes!r}" for r in self.rules]
+        opening, closing = "{", "}"
+        if len(set(self.rule_keys)) != len(self.rules):
+            pairs = [f"({r.key!r}, {r.axes!r})" for r in self.rules]
+            opening, closing = "[", "]"
+        indent = " " * len("     rules=" + opening)
+        rules = opening + (",\n" + indent).join(pairs) + closing
+        p.text(f"Plan(mesh={dict(self.mesh)!r},\n     rules={rules},\n"
+               f"     batch_axis={self.batch_axis!r})")
+
 
 def _index_arg(index: object) -> int:
     import numbers
