@@ -27,7 +27,8 @@ setup: $(STAMP)
 browser:
 	@test -x $(CHROMIUM) || ( $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium > /dev/null )
-	@$(CHROMIUM) --version
+	@# Debian's launcher script warns on stderr on some machines; the version line is what matters.
+	@$(CHROMIUM) --version 2>/dev/null
 
 # make lab PORT=8890 IP=0.0.0.0 NO_BROWSER=1 LAB_ARGS="--ServerApp.token=..."
 PORT ?= 8888
