@@ -413,6 +413,10 @@ def _plan_line(report) -> str:
     return f"{report.model_name} on {mesh}: {what}"
 
 
+FLOW_ZOOM = 1.35
+"""The flow picture is drawn this much larger than its first layout, fonts
+and all, so that its smallest labels are about 8 pixels high at 80 dpi."""
+
 AXIS_COLOURS = ("#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377")
 
 
@@ -438,10 +442,11 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
         (by_layer.setdefault(row, []) if row is not None else unplaced).append(c)
     rows = len(shown) + (1 if unplaced else 0)
     max_rank = max((len(a.shape) for a in shown), default=1)
-    fig = new_figure(2.2 + 0.5 * max_rank + 3.4, 0.9 + 0.3 * rows)
+    z = FLOW_ZOOM
+    fig = new_figure((2.2 + 0.5 * max_rank + 3.4) * z, (0.9 + 0.3 * rows) * z)
     name_w, dims_x = 3.4, 3.6
     coll_x = dims_x + 0.95 * max_rank + 0.3
-    ax = Board(fig, (0.01, 0.01, 0.98, 1 - 0.75 / fig.get_figheight()), (0, coll_x + 6.0),
+    ax = Board(fig, (0.01, 0.01, 0.98, 1 - 0.75 * z / fig.get_figheight()), (0, coll_x + 6.0),
                (0, rows))
     timed = not report.target.is_cpu
     biggest = max(((c["seconds"] or 0) if timed else c["bytes_per_device"] for c in collectives),
@@ -451,7 +456,7 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
         name = a.label.replace("/output", "", 1)
         if len(name) > 42:
             name = "…" + name[-41:]
-        names_out.append((name_w, i + 0.5, name, "black", 7))
+        names_out.append((name_w, i + 0.5, name, "black", 7 * z))
         spec = a.actual_spec or (None,) * len(a.shape)
         for d, (size, axis) in enumerate(zip(a.shape, spec)):
             x = dims_x + 0.95 * d
@@ -460,40 +465,41 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
             ax.add_patch(Rectangle((x, i + 0.12), 0.88, 0.76, facecolor=face,
                                    edgecolor="#999999", linewidth=0.5))
             label = f"{size}" + (f"/{'+'.join(names)}" if names else "")
-            dims_out.append((x + 0.44, i + 0.5, label, "white" if names else "#333333", 6))
+            dims_out.append((x + 0.44, i + 0.5, label, "white" if names else "#333333", 6 * z))
         if a.honored is False:
             ax.add_patch(Rectangle((dims_x - 0.05, i + 0.06), 0.95 * len(a.shape) + 0.02, 0.88,
                                    fill=False, edgecolor="#CC3311", linewidth=1.6))
-            dims_out.append((coll_x - 0.1, i + 0.5, "✗", "#CC3311", 9))
-        marks += _draw_collectives(ax, by_layer.get(i, []), coll_x, i, biggest, timed=timed)
+            dims_out.append((coll_x - 0.1, i + 0.5, "✗", "#CC3311", 9 * z))
+        marks += _draw_collectives(ax, by_layer.get(i, []), coll_x, i, biggest, timed=timed,
+                                   zoom=z)
     if unplaced:
-        names_out.append((name_w, rows - 0.5, "(not in a layer)", "#444444", 7))
-        marks += _draw_collectives(ax, unplaced, coll_x, rows - 1, biggest, timed=timed)
+        names_out.append((name_w, rows - 0.5, "(not in a layer)", "#444444", 7 * z))
+        marks += _draw_collectives(ax, unplaced, coll_x, rows - 1, biggest, timed=timed, zoom=z)
     ax.labels(names_out, ha="right")
     ax.labels(dims_out)
     ax.labels(marks, ha="left")
     title = f"layer outputs and collectives — {_plan_line(report)}"
     more = f"  (first {max_layers} of {len(acts)} layers)" if len(acts) > max_layers else ""
-    header(fig, [(title + more, 9, "bold", "black")])
+    header(fig, [(title + more, 9 * z, "bold", "black")])
     key = Board(fig, (0, 0, 1, 1), (0, fig.get_figwidth()), (0, fig.get_figheight()))
-    x, items = 0.14, []
+    x, items = 0.14 * z, []
     for a in report.mesh.axis_names:
-        items.append((x, 0.5, f"■ {a}", axis_colour[a], 8))
-        x += 0.25 + 0.07 * len(a)
+        items.append((x, 0.5 * z, f"■ {a}", axis_colour[a], 8 * z))
+        x += (0.25 + 0.07 * len(a)) * z
     if timed:
         hw = report.target.hardware
         for net in dict.fromkeys((hw.link, hw.between)):
-            items.append((x, 0.5, f"● {net}", NETWORK_COLOURS[net], 8))
-            x += 0.3 + 0.07 * len(net)
+            items.append((x, 0.5 * z, f"● {net}", NETWORK_COLOURS[net], 8 * z))
+            x += (0.3 + 0.07 * len(net)) * z
     what = "estimated time" if timed else "bytes"
-    items.append((x + 0.1, 0.5, f"dims: size/axis · ● collectives, area ∝ {what} · "
-                  "✗ requested layout not honoured", "#444444", 7))
+    items.append((x + 0.1 * z, 0.5 * z, f"dims: size/axis · ● collectives, area ∝ {what} · "
+                  "✗ requested layout not honoured", "#444444", 7 * z))
     key.labels(items, ha="left")
     return fig
 
 
 def _draw_collectives(ax, collectives, x, row, biggest, per_row: int = 2, width: float = 2.7,
-                      timed: bool = False):
+                      timed: bool = False, zoom: float = 1.0):
     """Markers, left to right; returns their labels. Area is proportional to
     bytes, or, on a target (``timed``), to the estimated time, and the
     colour is the network rather than the kind."""
@@ -503,7 +509,7 @@ def _draw_collectives(ax, collectives, x, row, biggest, per_row: int = 2, width:
         size = (c["seconds"] or 0) if timed else c["bytes_per_device"]
         colour = (NETWORK_COLOURS.get(c["network"], "#888888") if timed
                   else KIND_COLOURS.get(c["kind"], "#888888"))
-        ax.scatter([cx], [row + 0.5], s=15 + 160 * size / biggest, color=colour,
+        ax.scatter([cx], [row + 0.5], s=(15 + 160 * size / biggest) * zoom ** 2, color=colour,
                    edgecolors="white", linewidths=0.5)
         axes = "+".join(c["axes"]) if c["axes"] else "?"
         if not c["complete"]:
@@ -512,10 +518,10 @@ def _draw_collectives(ax, collectives, x, row, biggest, per_row: int = 2, width:
         when = f" {c['network']} ~{human_seconds(c['seconds'])}" if timed else ""
         labels.append((cx + 0.25, row + 0.5,
                        f"{c['kind']} {axes} {human_bytes(c['bytes_per_device'])}{when}{tag}",
-                       "black", 6))
+                       "black", 6 * zoom))
     if len(collectives) > per_row:
         labels.append((x + 0.25 + per_row * width, row + 0.5, f"+{len(collectives) - per_row}",
-                       "black", 6))
+                       "black", 6 * zoom))
     return labels
 
 
