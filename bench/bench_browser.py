@@ -16,15 +16,14 @@ median <= 150 ms at 200 variables, <= 600 ms at 2,000). Everything binds to
 from __future__ import annotations
 
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 
-import nbformat
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+
+from jupyter_servers import free_port, lab_args, lab_ready, private_env, server, write_notebook  # noqa: E402 (the browser tests' server helpers)
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -65,41 +64,9 @@ WATCH = """() => new Promise(resolve => {
 })"""
 
 
-def serve(work: str, log_path: str) -> tuple[subprocess.Popen, int]:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ)
-    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
-        path = os.path.join(work, name.lower())
-        os.makedirs(path, exist_ok=True)
-        env[name] = path
-    args = [os.path.join(os.path.dirname(sys.executable), "jupyter"), "lab", "--no-browser",
-            f"--port={port}", "--ServerApp.ip=127.0.0.1", "--ServerApp.token=",
-            "--ServerApp.password=", f"--ServerApp.root_dir={work}"]
-    if os.geteuid() == 0:
-        args.append("--allow-root")
-    proc = subprocess.Popen(args, cwd=work, env=env, stdout=open(log_path, "w"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.time() + 90
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=2)
-            return proc, port
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(open(log_path).read()) from None
-            time.sleep(0.5)
-
-
 def measure(page, layers: int, work: str, port: int, edits: int = 15) -> list[float]:
     name = f"stack_{layers}.ipynb"
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(CELL.format(layers=layers))]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, os.path.join(work, name))
+    write_notebook(os.path.join(work, name), CELL.format(layers=layers))
     page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}", timeout=90_000)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
     page.wait_for_function("document.body.innerText.includes('Idle')", timeout=120_000)
@@ -123,27 +90,20 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as work:
-        proc, port = serve(work, os.path.join(work, "lab.log"))
-        try:
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-                try:
-                    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                    for layers, target in ((100, 150), (1000, 600)):
-                        times = measure(page, layers, work, port)
-                        p90 = statistics.quantiles(times, n=10)[-1]
-                        print(f"edit to updated picture in JupyterLab, {2 * layers:,} variables: "
-                              f"median {statistics.median(times):.0f} ms, p90 {p90:.0f} ms over "
-                              f"{len(times)} edits (target median <= {target} ms)")
-                finally:
-                    browser.close()
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
+        port = free_port()
+        with server(lab_args(port, work), work, private_env(work), os.path.join(work, "lab.log"),
+                    port, ready=lab_ready), sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                for layers, target in ((100, 150), (1000, 600)):
+                    times = measure(page, layers, work, port)
+                    p90 = statistics.quantiles(times, n=10)[-1]
+                    print(f"edit to updated picture in JupyterLab, {2 * layers:,} variables: "
+                          f"median {statistics.median(times):.0f} ms, p90 {p90:.0f} ms over "
+                          f"{len(times)} edits (target median <= {target} ms)")
+            finally:
+                browser.close()
 
 if __name__ == "__main__":
     main()

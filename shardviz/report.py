@@ -386,9 +386,7 @@ class Report:
             cols["activation_bytes"].append(activations if mem else None)
             for c in ("argument_bytes", "output_bytes", "temp_bytes", "alias_bytes"):
                 cols[c].append(mem[c] if mem else None)
-            cols["total_bytes"].append(
-                mem["argument_bytes"] + mem["output_bytes"] + mem["temp_bytes"] - mem["alias_bytes"]
-                if mem else None)
+            cols["total_bytes"].append(needed if mem else None)
             cols["capacity_bytes"].append(capacity)
             cols["fits"].append(None if capacity is None else needed <= capacity)
             cols["estimate"].append(estimate)

@@ -8,14 +8,10 @@ named in the test's properties.
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
 
-import nbformat
 import pytest
+from jupyter_servers import free_port, private_env, server, write_notebook
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -38,57 +34,19 @@ def need_browser():
     pytest.skip(message)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def voila(tmp_path):
     need_browser()
     work = tmp_path / "work"
     work.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(NOTEBOOK)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, work / "explorer.ipynb")
-    env = dict(os.environ)
-    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR", "IPYTHONDIR",
-                 "MPLCONFIGDIR", "KERAS_HOME"):
-        path = tmp_path / name.lower()
-        path.mkdir()
-        env[name] = str(path)
-    env.pop("XLA_FLAGS", None)
+    write_notebook(work / "explorer.ipynb", NOTEBOOK)
     port = free_port()
     voila_bin = os.path.join(os.path.dirname(sys.executable), "voila")
-    log = open(tmp_path / "voila.log", "w")
-    proc = subprocess.Popen(
-        [voila_bin, "explorer.ipynb", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
-         "--Voila.root_dir=."],
-        cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.time() + 60
-        while True:  # wait until the server listens (GET / would run the notebook)
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    log.flush()
-                    raise RuntimeError("voila did not start:\n" +
-                                       (tmp_path / "voila.log").read_text()) from None
-                time.sleep(0.3)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+    args = [voila_bin, "explorer.ipynb", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
+            "--Voila.root_dir=."]
+    # Wait only until it listens: a GET / would run the notebook.
+    with server(args, work, private_env(tmp_path), tmp_path / "voila.log", port):
+        yield f"http://127.0.0.1:{port}/"
 
 
 def test_edit_a_rule_and_run_the_forward_pass_in_a_real_browser(voila, tmp_path, record_property):

@@ -7,15 +7,10 @@ process started here is stopped, on failure too. Screenshots are kept in
 that temp dir.
 """
 
-import os
-import signal
-import subprocess
-import sys
-import time
 
-import nbformat
 import pytest
-from test_browser_e2e import CHROMIUM, CHROMIUM_FLAGS, free_port, need_browser
+from jupyter_servers import free_port, lab_args, lab_ready, private_env, server, write_notebook
+from test_browser_e2e import CHROMIUM, CHROMIUM_FLAGS, need_browser
 
 NOTEBOOK = """\
 import shardviz
@@ -30,55 +25,11 @@ def lab(tmp_path):
     need_browser()
     work = tmp_path / "work"
     work.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(NOTEBOOK)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, work / "explorer.ipynb")
-    env = dict(os.environ)
-    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR",
-                 "KERAS_HOME"):
-        path = tmp_path / name.lower()
-        path.mkdir()
-        env[name] = str(path)
-    env.pop("XLA_FLAGS", None)
+    write_notebook(work / "explorer.ipynb", NOTEBOOK)
     port = free_port()
-    jupyter = os.path.join(os.path.dirname(sys.executable), "jupyter")
-    args = [jupyter, "lab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-            "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={work}",
-            "--LabApp.news_url=", "--LabApp.check_for_updates_class="
-            "jupyterlab.NeverCheckForUpdate"]
-    if os.geteuid() == 0:
-        args.append("--allow-root")
-    log = open(tmp_path / "lab.log", "w")
-    proc = subprocess.Popen(args, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        deadline = time.time() + 90
-        import urllib.request
-
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    log.flush()
-                    raise RuntimeError("JupyterLab did not start:\n" +
-                                       (tmp_path / "lab.log").read_text()) from None
-                time.sleep(0.5)
+    with server(lab_args(port, str(work)), work, private_env(tmp_path), tmp_path / "lab.log",
+                port, ready=lab_ready):
         yield f"http://127.0.0.1:{port}/lab/tree/explorer.ipynb"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
-
-
-def text_of(page, selector):
-    return page.locator(selector).first.inner_text()
 
 
 def test_typing_in_the_explorer_in_jupyterlab(lab, tmp_path):
