@@ -705,8 +705,9 @@ class Report:
 
         return flow_figure(self, max_layers)
 
-    def show_grid(self, paths: Sequence[str] | None = None, columns: int = 10) -> Figure:
-        """Every variable's (or the given paths') tiles in one figure."""
+    def show_grid(self, paths: Sequence[str] | None = None, columns: int = 5) -> Figure:
+        """Every variable's (or the given paths') tiles in one figure,
+        ``columns`` to a row."""
         from .render.mpl import grid_figure
 
         return grid_figure(self, paths, columns)

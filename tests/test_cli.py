@@ -47,7 +47,7 @@ def test_report_prints_tables_and_writes_html_and_json(tmp_path):
     report = shardviz.analyze(examples.mlp, plan, inputs=(8, 16))
     for path in report.variables["path"]:
         assert path in page
-    images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', page)
+    images = re.findall(r'<img alt="[^"]*" width="\d+" src="data:image/png;base64,', page)
     assert len(images) == len(pictures(report)) == 4  # mesh, memory, variables, flow
     assert "http" not in page.replace("http-equiv", "")  # opens offline
     frames = frames_from_json(json_file.read_text())

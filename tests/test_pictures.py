@@ -238,3 +238,24 @@ def test_drawing_leaves_no_pyplot_state():
                          env={**__import__("os").environ, "MPLBACKEND": "Agg"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[] FigureCanvasAgg"
+
+
+def test_labels_scale_with_the_resolution_they_are_saved_at():
+    """The Explorer and the HTML file save pictures at twice the pixels; the
+    labels must grow with them, not keep their 1x size in pixels."""
+    from PIL import Image
+
+    from shardviz.render.mpl import Board, new_figure
+
+    fig = new_figure(3, 1)
+    Board(fig, (0, 0, 1, 1), (0, 3), (0, 1)).labels([(1.5, 0.5, "up/kernel", "black", 12)])
+
+    def extent(dpi):
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi)
+        rows, cols = np.nonzero(np.asarray(Image.open(buf).convert("L")) < 128)
+        return cols.max() - cols.min(), rows.max() - rows.min()
+
+    (w1, h1), (w2, h2) = extent(80), extent(160)
+    assert w2 / w1 == pytest.approx(2, rel=0.1) and h2 / h1 == pytest.approx(2, rel=0.15)
+

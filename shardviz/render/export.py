@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import datetime
 import html
+import io
 import json
 
 import pandas as pd
@@ -94,7 +95,7 @@ def frames_from_json(text: str) -> dict[str, pd.DataFrame]:
     return out
 
 
-def pictures(report, max_per_grid: int = 100):
+def pictures(report, max_per_grid: int = 40):
     """``(title, Figure)`` for every picture of the report."""
     out = [("Mesh", report.show_mesh()), ("Memory per device", report.show_memory())]
     paths = report.variables["path"].tolist()
@@ -112,19 +113,25 @@ def report_html_file(report, title: str = "shardviz report") -> str:
     """One HTML file, readable offline: summary, tables, problems and every
     picture as an embedded PNG."""
     from .html import CSS, plan_html, report_html
+    from .mpl import DPI
 
     figures = []
     for name, fig in pictures(report):
-        data = base64.b64encode(fig._repr_png_()).decode()
+        # Drawn at twice the pixels it is shown at, so labels stay sharp on
+        # high-DPI screens and when zoomed.
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=2 * DPI)
+        data = base64.b64encode(buf.getvalue()).decode()
+        width = int(round(fig.get_figwidth() * DPI))
         figures.append(f'<figure><figcaption>{html.escape(name)}</figcaption>'
-                       f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
-                       "</figure>")
+                       f'<img alt="{html.escape(name)}" width="{width}" '
+                       f'src="data:image/png;base64,{data}"></figure>')
     when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title>{CSS}"
         "<style>body{margin:24px;font-family:sans-serif} figure{margin:12px 0}"
-        " figcaption{font-weight:600;margin-bottom:4px} img{max-width:100%}</style></head><body>"
+        " figcaption{font-weight:600;margin-bottom:4px} img{max-width:100%;height:auto}</style></head><body>"
         f"<h1>{html.escape(title)}</h1>"
         f"<p style='color:#555'>shardviz {__version__}, {when}.</p>"
         + plan_html(report.plan)

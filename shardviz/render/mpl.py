@@ -87,7 +87,8 @@ class Board:
         collection = PathCollection(
             paths, offsets=[(x, y) for x, y, *_ in items], offset_transform=self.transform,
             facecolors=[colour for *_, colour, _ in items], edgecolors="none", linewidths=0)
-        collection.set_transform(Affine2D().scale(self.fig.dpi / 72))
+        # Points to pixels at the dpi of the drawing, which savefig may change.
+        collection.set_transform(Affine2D().scale(1 / 72) + self.fig.dpi_scale_trans)
         self.fig.add_artist(collection)
 
     def scatter(self, xs, ys, s, color, **kwargs):
@@ -583,29 +584,56 @@ def compare_figure(a, b, labels=("A", "B")) -> ShardvizFigure:
     return fig
 
 
-def grid_figure(report, paths=None, columns: int = 10) -> ShardvizFigure:
-    """Many variables' tiles in one figure, one small cell per variable."""
+GRID_CELL = (2.5, 2.2)
+"""Inches per variable in :func:`grid_figure`: room for a 9 pt name on two
+lines, its shape and spec at 7.5 pt, and tiles labelled at 7.5 pt."""
+
+
+def _two_lines(path: str, chars: int) -> str:
+    """``path`` on at most two lines of ``chars`` characters, broken at a
+    ``/`` where it can be; what does not fit is elided at the front.
+
+    >>> _two_lines("decoder/block_0/attention/query/kernel", 24).split()
+    ['decoder/block_0/', 'attention/query/kernel']
+    >>> _two_lines("a" * 30 + "b" * 30, 24).split()
+    ['…aaaaaaaaaaaaaaaaabbbbbb', 'bbbbbbbbbbbbbbbbbbbbbbbb']
+    """
+    if len(path) <= chars:
+        return path
+    cut = path.rfind("/", 0, chars + 1)
+    if 0 < cut and len(path) - cut - 1 <= chars:
+        return path[:cut + 1] + "\n" + path[cut + 1:]
+    if len(path) > 2 * chars:
+        path = "…" + path[-(2 * chars - 1):]
+    return path[:chars] + "\n" + path[chars:]
+
+
+def grid_figure(report, paths=None, columns: int = 5) -> ShardvizFigure:
+    """Many variables' tiles in one figure, one cell per variable, with labels
+    readable at the size the figure is shown (9 pt names, 7.5 pt details)."""
     paths = report.paths if paths is None else list(paths)
     status = dict(zip(report.variables["path"], report.variables["status"]))
     n = len(paths)
     columns = max(1, min(columns, n))
     grid_rows = math.ceil(n / columns)
-    fig = new_figure(1.6 * columns, 1.45 * grid_rows + 0.5)
-    ax = Board(fig, (0.0, 0.0, 1.0, 1 - 0.4 / fig.get_figheight()), (0, columns), (0, grid_rows))
+    cell_w, cell_h = GRID_CELL
+    top = 0.5
+    fig = new_figure(cell_w * columns, cell_h * grid_rows + top)
+    ax = Board(fig, (0.0, 0.0, 1.0, 1 - top / fig.get_figheight()), (0, columns), (0, grid_rows))
     coords = report.mesh.coords
+    chars = int((cell_w - 0.15) * 72 / (9 * 0.6))
     titles = []
     for k, path in enumerate(paths):
         gx, gy = k % columns, k // columns
         g = report.geometry(path)
         layout = tile_layout(g.shape, g.indices())
-        name = path if len(path) <= 30 else "…" + path[-29:]
-        titles.append((gx + 0.5, gy + 0.08, name,
-                       "#CC3311" if status.get(path) == "error" else "black", 5.5))
-        titles.append((gx + 0.5, gy + 0.2, f"{g.shape} {format_spec(g.spec)}", "#444444", 4.5))
+        titles.append((gx + 0.5, gy + 0.1, _two_lines(path, chars),
+                       "#CC3311" if status.get(path) == "error" else "black", 9))
+        titles.append((gx + 0.5, gy + 0.235, f"{g.shape} {format_spec(g.spec)}", "#444444", 7.5))
         panel = layout.panels[0]
-        _draw_panel(ax, layout, panel, gx + 0.08, gy + 0.28, 0.84, 0.64, coords, 4.5,
-                    labels=len(layout.tiles_in(panel)) <= 16, inches_per_unit=1.6,
-                    inches_per_unit_y=(fig.get_figheight() - 0.4) / grid_rows)
+        _draw_panel(ax, layout, panel, gx + 0.06, gy + 0.3, 0.88, 0.65, coords, 7.5,
+                    labels=len(layout.tiles_in(panel)) <= 16, inches_per_unit=cell_w,
+                    inches_per_unit_y=cell_h)
     ax.labels(titles)
-    header(fig, [(f"{n} variables — {_plan_line(report)}", 9, "bold", "black")])
+    header(fig, [(f"{n} variables — {_plan_line(report)}", 10, "bold", "black")])
     return fig
