@@ -34,6 +34,7 @@ _LAZY = {
     "scan": ("shardviz.model_scan", "scan"),
     "Scan": ("shardviz.model_scan", "Scan"),
     "Report": ("shardviz.report", "Report"),
+    "Explanation": ("shardviz.why", "Explanation"),
     "targets": ("shardviz.hardware", "targets"),
     "show_sharding": ("shardviz.render.pictures", "show_sharding"),
     "compare": ("shardviz.render.pictures", "compare"),

@@ -140,6 +140,9 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
         output_layouts=out_layouts, problems=problems, rule_usage=usage,
         device_count=device_count, seconds=time.perf_counter() - start,
         trace=traced, trace_error=trace_error, target=hardware,
+        arguments=dict(inputs=inputs, mode=mode, train_step=train_step, optimizer=optimizer,
+                       replicated_threshold=replicated_threshold, abstract_mesh=abstract_mesh,
+                       target=target, slices=slices, dcn_axes=dcn_axes),
     )
 
 

@@ -63,6 +63,7 @@ ACTIVATION_COLUMNS = [
 COLLECTIVE_COLUMNS = [
     "kind", "layer", "pass", "axes", "over", "complete", "group_size", "groups", "bytes_per_device",
     "result_bytes", "operand_bytes", "async", "name", "op_name", "network", "seconds",
+    "source", "source_from", "site", "operands",
 ]
 MEMORY_COLUMNS = [
     "device", "variable_bytes", "optimizer_bytes", "input_bytes", "activation_bytes",
@@ -109,7 +110,8 @@ class Report:
                  variable_layouts: list[VariableLayout], output_layouts: list[OutputLayout],
                  problems: list[Problem], rule_usage: list[dict], device_count: int,
                  seconds: float = 0.0, trace: Trace | None = None,
-                 trace_error: ShardvizError | None = None, target: Target | None = None) -> None:
+                 trace_error: ShardvizError | None = None, target: Target | None = None,
+                 arguments: dict | None = None) -> None:
         self.plan = plan
         self.scan = scan
         self.mesh = mesh
@@ -122,9 +124,14 @@ class Report:
         self.trace = trace
         """The :class:`~shardviz.trace.Trace` of the forward pass, or None."""
         self.trace_error = trace_error
+        """Why the forward pass could not run (a ShardvizError), or None."""
         self.target: Target = target if target is not None else parse_target("cpu")
         """The hardware planned for (:class:`~shardviz.hardware.Target`)."""
-        """Why the forward pass could not run (a ShardvizError), or None."""
+        self.arguments: dict = dict(arguments or {})
+        """The keyword arguments of :func:`~shardviz.analyze` besides the model
+        and the plan (inputs, target, ...): what a counterfactual re-analysis
+        repeats."""
+        self._explanations: dict[int, Any] = {}
 
     @functools.cached_property
     def _by_path(self) -> dict[str, VariableLayout]:
@@ -320,7 +327,9 @@ class Report:
 
         Columns: ``kind`` (``all-reduce``, ``all-gather``,
         ``reduce-scatter``, ``all-to-all``, ``collective-permute``);
-        ``layer`` (the Keras layers it came from); ``pass`` (``forward``,
+        ``layer`` (the Keras layer where the layouts meet: the op a gather
+        feeds, or the op whose partial sums a reduction adds up; else the
+        layers its name scope names); ``pass`` (``forward``,
         ``backward`` or ``update``); ``axes`` (the mesh axes its groups run
         over); ``over`` (the same in words); ``complete`` (False when groups
         cover only part of those axes); ``group_size``; ``groups``;
@@ -331,7 +340,15 @@ class Report:
         ``"nvlink"`` or ``"infiniband"`` on a GPU target, ``"host"`` on the
         simulated CPU); ``seconds`` (an estimate from the link's published
         bandwidth and the cost rules of :func:`shardviz.hardware.collective_seconds`;
-        None on the CPU).
+        None on the CPU); ``source`` (``file:line`` of the Python behind it,
+        from the compiled program's stack frames: a layer's ``call``, or the
+        user's own line); ``source_from`` (whose metadata gave ``source``:
+        ``"itself"``, ``"the op it feeds"`` or ``"the op that feeds it"``);
+        ``site`` (the op_name of the op where the layouts meet); ``operands``
+        (what meets there: variable paths, ``<layer>/output`` for another
+        layer's output, ``input:<name>`` for a model input, ``inside
+        <layer>: <op>`` for a value inside an enclosing layer's call).
+        :meth:`why` explains a row.
         """
         cols: dict[str, list] = {c: [] for c in COLLECTIVE_COLUMNS}
         for c in (self.trace.collectives if self.trace else []):
@@ -343,7 +360,9 @@ class Report:
                          ("bytes_per_device", c.bytes_per_device),
                          ("result_bytes", c.result_bytes), ("operand_bytes", c.operand_bytes),
                          ("async", c.async_), ("name", c.name), ("op_name", c.op_name),
-                         ("network", c.network or "host"), ("seconds", c.seconds)):
+                         ("network", c.network or "host"), ("seconds", c.seconds),
+                         ("source", c.source), ("source_from", c.source_from),
+                         ("site", c.site), ("operands", c.operands)):
                 cols[k].append(v)
         return frame(cols, COLLECTIVE_COLUMNS, {
             "complete": bool, "async": bool, "group_size": "int64", "groups": "int64",
@@ -711,6 +730,28 @@ class Report:
         from .render.mpl import grid_figure
 
         return grid_figure(self, paths, columns)
+
+    def why(self, which: object) -> Any:
+        """Why collective ``which`` (an index into :attr:`collectives`, or one
+        of its rows) is there, and what removes it: an
+        :class:`~shardviz.why.Explanation` with ``text``, ``rules``,
+        ``source`` and a ``fix`` plan (or None, with the reason). Finding
+        the fix compiles a few counterfactual plans; the result is kept."""
+        from .why import _row, explain_collective
+
+        index, _ = _row(self, which)
+        if index not in self._explanations:
+            self._explanations[index] = explain_collective(self, index)
+        return self._explanations[index]
+
+    def explanations(self) -> list:
+        """:meth:`why` for every collective, in order."""
+        return [self.why(i) for i in range(len(self.collectives))]
+
+    @property
+    def explained(self) -> dict:
+        """The explanations computed so far, by collective index."""
+        return dict(self._explanations)
 
     def explain(self, path: str) -> str:
         """Why ``path`` has the layout it has, in a sentence or two."""

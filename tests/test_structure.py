@@ -8,7 +8,7 @@ Layers, lowest first (docs/ARCHITECTURE.md):
 2. values and checks: plan, inputs, model_scan, match, geometry, layouts,
    checks, devices, examples
 3. trace: ``trace/*``
-4. assembly: ``report``, ``analysis``
+4. assembly: ``report``, ``analysis``, ``why``
 5. render: ``render/*``
 6. outer: ``widgets/*``, ``cli``, ``__main__``
 
@@ -28,7 +28,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "shardviz"
 BASE = {"errors", "format"}
 VALUES = {"plan", "inputs", "model_scan", "match", "geometry", "layouts", "checks", "devices",
           "examples", "hardware"}
-ASSEMBLY = {"report", "analysis"}
+ASSEMBLY = {"report", "analysis", "why"}
 OUTER = {"cli", "__main__"}
 
 

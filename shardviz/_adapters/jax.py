@@ -173,3 +173,22 @@ def visualize_sharding_text(shape, sharding, width: int = 80) -> str:
         finally:
             rich.console.Console = original  # type: ignore[misc]
     return buf.getvalue()
+
+
+def module_text(compiled) -> str:
+    """The compiled program's HLO text with its table of Python stack frames
+    (``FileNames`` ... ``StackFrames``), which maps each instruction's
+    ``stack_frame_id`` to a file and line.
+
+    Reason: ``Compiled.as_text()`` prints the instructions but drops that
+    table; the module behind ``runtime_executable().hlo_modules()`` prints
+    both. Falls back to ``as_text()`` (no source lines) where that is not
+    available. Waits for a public source-location API on ``Compiled``.
+    """
+    try:
+        modules = compiled.runtime_executable().hlo_modules()
+        if modules:
+            return modules[0].to_string()
+    except Exception:  # noqa: BLE001 - any failure means: no frames, plain text
+        pass
+    return compiled.as_text()

@@ -622,7 +622,7 @@ def grid_figure(report, paths=None, columns: int = 5) -> ShardvizFigure:
     ax = Board(fig, (0.0, 0.0, 1.0, 1 - top / fig.get_figheight()), (0, columns), (0, grid_rows))
     coords = report.mesh.coords
     chars = int((cell_w - 0.15) * 72 / (9 * 0.6))
-    titles = []
+    titles: list[tuple] = []
     for k, path in enumerate(paths):
         gx, gy = k % columns, k // columns
         g = report.geometry(path)

@@ -10,7 +10,7 @@ import time
 from .._adapters import keras as keras_adapter
 from .._adapters.jax import capturing_shardings
 from ..errors import OutOfMemory, ShardvizError
-from . import hlo
+from . import hlo, sources
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -30,16 +30,54 @@ def _short_message(e: Exception) -> str:
     return " ".join(kept)[:500]
 
 
-def collectives_of(compiled, mesh, layer_paths):
-    """The compiled program's collectives, each attributed to Keras layers."""
+def collectives_of(compiled, mesh, layer_paths, parameters=None):
+    """The compiled program's collectives, each attributed to the Keras layer
+    where its layouts meet, with its source line and what meets there.
+
+    ``parameters`` maps an entry parameter's name (``"tv[0]"``) to the
+    variable path it carries."""
+    from .._adapters.jax import module_text
+
+    text = module_text(compiled)
+    program = sources.Program.parse(text)
+    parameters = parameters or {}
+
+    def layer_of(op_name: str) -> str | None:
+        scopes, _ = hlo.scopes_of(op_name)
+        for scope in scopes:
+            layer = hlo.layer_for_scope(scope, layer_paths)
+            if layer:
+                return layer
+        return None
+
     out = []
-    for c in hlo.collectives(compiled.as_text(), mesh.axis_names, mesh.shape):
+    for c in hlo.collectives(text, mesh.axis_names, mesh.shape):
         layers = []
-        for scope in c.scopes:
-            layer = hlo.layer_for_scope(scope, layer_paths) or scope
-            if layer not in layers:
-                layers.append(layer)
-        out.append(dataclasses.replace(c, layer=", ".join(layers)))
+        site = program.site(c.name, c.kind)
+        site_layer = layer_of(site.op_name) if site is not None and site.op_name else None
+        if site_layer:
+            layers.append(site_layer)
+        else:
+            for scope in c.scopes:
+                layer = hlo.layer_for_scope(scope, layer_paths) or scope
+                if layer not in layers:
+                    layers.append(layer)
+        stack, source_from = program.stack(c.name), "itself"
+        if not stack and site is not None:
+            stack = program.stack(site.name)
+            source_from = ("the op it feeds" if c.kind in sources.GATHERING
+                           else "the op that feeds it")
+        frame = sources.source_frame(stack)
+        operands: list[str] = []
+        if site is not None:
+            for kind, name in program.inputs_of(site.name, parameters, site_layer, layer_of):
+                operands.append({"variable": name, "activation": f"{name}/output",
+                                 "internal": f"inside {name}"}.get(kind, f"input:{name}"))
+        out.append(dataclasses.replace(
+            c, layer=", ".join(layers), source=frame.location if frame else "",
+            source_function=frame.function if frame else "",
+            source_from=source_from if frame else "", stack=stack,
+            site=site.op_name if site is not None else "", operands=tuple(operands)))
     return out
 
 

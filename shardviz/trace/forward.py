@@ -98,6 +98,15 @@ def _data_shardings(dist, mesh: MeshModel, specs, model_name):
     return jax.tree_util.tree_unflatten(treedef, placed)
 
 
+def parameter_paths(trainable, non_trainable, optimizer_variables=()) -> dict[str, str]:
+    """The names JAX gives the jitted pass's arguments (``tv[0]``, from the
+    argument names of ``forward`` and ``step``), to variable paths."""
+    out = {f"tv[{i}]": v.path for i, v in enumerate(trainable)}
+    out.update({f"ntv[{i}]": v.path for i, v in enumerate(non_trainable)})
+    out.update({f"ov[{i}]": v.path for i, v in enumerate(optimizer_variables)})
+    return out
+
+
 def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | None = None,
           train_step: bool = False, optimizer=None, seed: int = 0, progress=None) -> Trace:
     """Trace, compile and (in concrete mode) run the model under ``plan``.
@@ -189,7 +198,8 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
     recorder.set_returned(compiled.output_shardings)
     activations = recorder.activations()
     layer_paths = [o.layer_path for o in scan.outputs] or [a.layer_path for a in activations]
-    forward_collectives = priced(collectives_of(compiled, mesh, layer_paths), mesh)
+    forward_collectives = priced(collectives_of(
+        compiled, mesh, layer_paths, parameter_paths(trainable, non_trainable)), mesh)
     result = Trace(
         mode=mode, train_step=train_step, activations=activations,
         collectives=forward_collectives, memory=hlo.memory(compiled),

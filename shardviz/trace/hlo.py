@@ -92,6 +92,19 @@ class Collective:
     pass_: str
     network: str = ""
     seconds: float | None = None
+    source: str = ""
+    """``file:line`` of the Python that produced it (see :mod:`.sources`)."""
+    source_function: str = ""
+    source_from: str = ""
+    """Whose metadata gave ``source``: ``"itself"``, ``"the op it feeds"``
+    or ``"the op that feeds it"``; empty when none had any."""
+    stack: tuple = ()
+    """Every Python frame behind ``source``, innermost first."""
+    site: str = ""
+    """The op_name of the op where the layouts meet (see :mod:`.sources`)."""
+    operands: tuple = ()
+    """What meets at the site: variable paths, ``<layer>/output`` for
+    another layer's output, ``input:<name>`` for a model input."""
 
     @property
     def bytes_per_device(self) -> int:

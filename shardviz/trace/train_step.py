@@ -112,7 +112,11 @@ def add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, opt
 
     compiled = compile_pass(step, (tv, ntv, ov, x), name, recorder, seconds, "train_step")
     layer_paths = [a.layer_path for a in result.activations]
-    collectives = priced(collectives_of(compiled, mesh, layer_paths), mesh)
+    from .forward import parameter_paths
+
+    parameters = parameter_paths(model.trainable_variables, model.non_trainable_variables,
+                                 optimizer.variables)
+    collectives = priced(collectives_of(compiled, mesh, layer_paths, parameters), mesh)
     prefix = optimizer.name
     result.forward_collectives = result.collectives
     result.collectives = [

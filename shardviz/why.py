@@ -1,0 +1,546 @@
+"""Why a collective is there, and what removes it.
+
+:func:`explain_collective` (``report.why(i)``) reads one row of
+``report.collectives``: the op where the layouts meet (its *site*), the
+variables and activations that meet there, their layouts and the rules that
+set them. It says in words what XLA communicates and why, then looks for a
+fix by counterfactual: each local change the layouts suggest (move a
+variable's split to another dimension, split a producer the same way, drop
+a rule) is re-analysed with the real compiler, and the best change that
+removes or shrinks this collective without adding communication is the
+``fix``. Every figure in a fix comes from its own compiled program.
+
+>>> import shardviz
+>>> from shardviz import Plan, examples
+>>> plan = Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
+...                                        ".*down/kernel": (None, "model")})
+>>> report = shardviz.analyze(examples.mlp, plan, inputs=(8, 16))
+>>> why = report.why(0)
+>>> why.kind, why.layer, why.rules
+('all-gather', 'down', ('.*down/kernel', '.*up/kernel'))
+>>> why.fix.rules[1].key, why.fix.rules[1].axes
+('.*down/kernel', ('model', None))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+from typing import TYPE_CHECKING, Any
+
+from .errors import ShardvizError
+from .format import format_spec, human_bytes
+from .plan import Plan
+from .trace.sources import short_file
+
+if TYPE_CHECKING:
+    from .report import Report
+
+NO_RULE = "no rule: the default replicated layout"
+MAX_CANDIDATES = 8
+"""The most counterfactual plans compiled for one explanation."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Meeting:
+    """One operand at the site: a variable or an activation, its layout, and
+    the rule that set it."""
+
+    name: str
+    kind: str
+    """``"variable"``, ``"activation"``, ``"input"`` or ``"internal"``."""
+    shape: tuple
+    """Empty when unknown (a value inside an enclosing layer's call)."""
+    spec: tuple | None
+    rule: str | None
+    """The rule key that set the layout; None when none did."""
+
+    def describe(self) -> str:
+        shape = f" {self.shape}" if self.shape else ""
+        if self.spec is None:
+            return f"`{self.name}`{shape}"
+        layout = format_spec(self.spec)
+        if self.rule:
+            how = f"by rule `{self.rule}`"
+        elif self.kind == "variable":
+            how = f"({NO_RULE})"
+        elif self.kind == "input":
+            how = "(the batch layout Keras gives inputs)"
+        else:
+            how = "(no /output rule: XLA chose it by propagation)"
+        return f"`{self.name}`{shape} is {layout} {how}"
+
+
+@dataclasses.dataclass
+class Tried:
+    """One counterfactual plan and what the compiler made of it."""
+
+    change: str
+    plan: Plan
+    outcome: str
+    comm_bytes: int | None = None
+    """Collective bytes per device over the whole program, or None if it
+    did not compile."""
+    bytes_per_device: int | None = None
+    """Variable bytes per device."""
+    removes: bool = False
+    """Whether this collective is gone or smaller."""
+    report: Any = dataclasses.field(default=None, repr=False)
+
+
+@dataclasses.dataclass
+class Explanation:
+    """What one collective communicates, why, and what removes it.
+
+    Displays itself in notebooks (HTML) and terminals (``print``)."""
+
+    index: int
+    kind: str
+    layer: str
+    site: str
+    source: str
+    source_from: str
+    text: str
+    """What is communicated and why, in plain words."""
+    rules: tuple[str, ...]
+    """The rule keys involved."""
+    meetings: tuple[Meeting, ...]
+    fix: Plan | None
+    """A plan that removes or shrinks this collective, or None."""
+    fix_change: str = ""
+    fix_cost: str = ""
+    """What the fix costs elsewhere, or why there is none."""
+    fix_report: Any = dataclasses.field(default=None, repr=False)
+    tried: tuple[Tried, ...] = ()
+
+    def __str__(self) -> str:
+        lines = [f"Collective {self.index}: {self.kind} at {self.layer or '?'}",
+                 f"  source: {short_file(self.source) if self.source else 'unknown'}"
+                 + (f" (from {self.source_from})" if self.source_from not in ("", "itself")
+                    else ""),
+                 "", *_wrap(self.text), ""]
+        if self.fix is not None:
+            lines += [f"Fix: {self.fix_change}", *_wrap(self.fix_cost)]
+        else:
+            lines += ["No local fix.", *_wrap(self.fix_cost)]
+        if self.tried:
+            lines += ["", "Tried:"] + [f"  - {t.change}: {t.outcome}" for t in self.tried]
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        fix = (f"<p><b>Fix:</b> {_code(self.fix_change)}<br>{_code(self.fix_cost)}</p>"
+               if self.fix is not None else f"<p><b>No local fix.</b> {_code(self.fix_cost)}</p>")
+        tried = "".join(f"<li>{_code(t.change)}: {_code(t.outcome)}</li>" for t in self.tried)
+        source = esc(short_file(self.source)) if self.source else "unknown"
+        return (
+            "<div class='shardviz-why' style='max-width:60em'>"
+            f"<p><b>{esc(self.kind)}</b> at <code>{esc(self.layer or '?')}</code>, "
+            f"<span style='color:#555'>{source}</span></p>"
+            f"<p>{_code(self.text)}</p>{fix}"
+            + (f"<details><summary>{len(self.tried)} changes tried</summary><ul>{tried}</ul>"
+               "</details>" if self.tried else "")
+            + "</div>")
+
+
+def _code(text: str) -> str:
+    """Markdown-ish backticks to <code>, the rest escaped."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def _wrap(text: str, width: int = 88) -> list[str]:
+    import textwrap
+
+    return [line for para in text.split("\n") for line in (textwrap.wrap(para, width) or [""])]
+
+
+def _row(report: Report, which: object) -> tuple[int, Any]:
+    frame = report.collectives
+    if len(frame) == 0:
+        raise ShardvizError(
+            "This report has no collectives to explain"
+            + (" (its forward pass did not run)." if report.trace is None else "."),
+            hint="Analyse with inputs=... so that the pass is compiled, then call why(i) "
+            "with an index into report.collectives.")
+    if hasattr(which, "name") and hasattr(which, "get") and not isinstance(which, (int, str)):
+        index = which.name  # a row of report.collectives
+    else:
+        index = which
+    import numbers
+
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral) \
+            or not -len(frame) <= int(index) < len(frame):
+        raise ShardvizError(
+            f"why({which!r:.60}): there is no collective {index!r:.40}; this report has "
+            f"{len(frame)} (rows 0 to {len(frame) - 1} of report.collectives).",
+            hint="Pass an index into report.collectives, or one of its rows.")
+    i = int(index) % len(frame)
+    return i, frame.iloc[i]
+
+
+def _meetings(report: Report, operands) -> list[Meeting]:
+    variables = report.variables.set_index("path")
+    activations = report.activations
+    out = []
+    for name in operands:
+        if name in variables.index:
+            row = variables.loc[name]
+            rule = row["rule"] if row["rule"] not in (None, "<own layout>") else None
+            out.append(Meeting(name, "variable", tuple(row["shape"]), tuple(row["spec"]), rule))
+        elif name.endswith("/output") and len(activations):
+            rows = activations[activations["path"] == name]
+            if len(rows):
+                row = rows.iloc[0]
+                spec = row["actual_spec"]
+                out.append(Meeting(name, "activation", tuple(row["shape"]),
+                                   tuple(spec) if spec is not None else None, row["rule"]))
+            else:
+                out.append(Meeting(name, "activation", (), None, None))
+        elif name.startswith("input:"):
+            specs = report.trace.input_specs if report.trace is not None else None
+            spec = None
+            if specs is not None:
+                import jax
+
+                leaves = jax.tree_util.tree_leaves(specs)
+                if leaves:
+                    spec = tuple(leaves[0].sharding.spec) + (None,) * (
+                        len(leaves[0].shape) - len(leaves[0].sharding.spec))
+                    out.append(Meeting("the model input", "input", tuple(leaves[0].shape),
+                                       spec, None))
+                    continue
+            out.append(Meeting("the model input", "input", (), None, None))
+        else:
+            out.append(Meeting(name, "internal", (), None, None))
+    return out
+
+
+def _split_dims(spec: tuple | None, axes: tuple) -> list[int]:
+    """Dims of ``spec`` split over any of ``axes``."""
+    if spec is None:
+        return []
+    out = []
+    for d, entry in enumerate(spec):
+        names = entry if isinstance(entry, tuple) else (entry,)
+        if any(str(n).split(":")[0] in axes for n in names if n):
+            out.append(d)
+    return out
+
+
+def _contraction(row, meetings: list[Meeting]) -> tuple[Meeting, int, Meeting, int] | None:
+    """For a Dense- or EinsumDense-like site: the activation operand and its
+    contracted dim, and the kernel and its contracted dim. Dense contracts an
+    input's last dim with dim 0 of its kernel; an einsum names its dims in
+    the op (``abcd,cde->abe``)."""
+    kernels = [m for m in meetings if m.kind == "variable" and m.shape and len(m.shape) >= 2]
+    data = [m for m in meetings if m.kind != "variable" and m.shape]
+    if len(kernels) != 1 or len(data) != 1:
+        return None
+    kernel, x = kernels[0], data[0]
+    equation = re.search(r"([a-z]+),([a-z]+)->([a-z]+)", row["site"] or "")
+    if equation:
+        lhs, rhs, out = equation.groups()
+        shared = [c for c in lhs if c in rhs and c not in out]
+        if shared and len(lhs) == len(x.shape) and len(rhs) == len(kernel.shape):
+            return x, lhs.index(shared[0]), kernel, rhs.index(shared[0])
+        return None
+    if str(row["site"]).endswith("dot_general") and len(kernel.shape) == 2 \
+            and x.shape[-1] == kernel.shape[0]:
+        return x, len(x.shape) - 1, kernel, 0
+    return None
+
+
+def _kernel_contracted(row, meetings: list[Meeting]) -> tuple[Meeting, list[int]] | None:
+    """The kernel at the site and its contracted dims, from the einsum in
+    the op's name (``abcd,cde->abe``) or, for a Dense, dim 0."""
+    kernels = [m for m in meetings if m.kind == "variable" and m.shape and len(m.shape) >= 2]
+    if len(kernels) != 1:
+        return None
+    kernel = kernels[0]
+    equation = re.search(r"([a-z]+),([a-z]+)->([a-z]+)", row["site"] or "")
+    if equation:
+        lhs, rhs, out = equation.groups()
+        if len(rhs) != len(kernel.shape):
+            return None
+        return kernel, [i for i, c in enumerate(rhs) if c in lhs and c not in out]
+    if str(row["site"]).endswith("dot_general") and len(kernel.shape) == 2:
+        return kernel, [0]
+    return None
+
+
+def _why_text(report: Report, row, meetings: list[Meeting]) -> str:
+    kind, layer = row["kind"], row["layer"] or "?"
+    axes = tuple(row["axes"])
+    over = ", ".join(f"`{a}`" for a in axes) or "the devices"
+    size = human_bytes(int(row["bytes_per_device"]))
+    primitive = str(row["site"]).rsplit("/", 1)[-1] if row["site"] else "an op"
+    lines = []
+    if meetings:
+        lines.append(f"At `{layer}` ({primitive}) these layouts meet: "
+                     + "; ".join(m.describe() for m in meetings) + ".")
+    pair = _contraction(row, meetings)
+    if pair is not None:
+        x, xd, kernel, kd = pair
+        x_split = x.spec is not None and xd in _split_dims(x.spec, axes)
+        k_split = kernel.spec is not None and kd in _split_dims(kernel.spec, axes)
+        krule = f"rule `{kernel.rule}`" if kernel.rule else NO_RULE
+        if kind == "all-gather" and x_split and not k_split:
+            lines.append(
+                f"`{layer}` contracts dim {xd} of `{x.name}` with dim {kd} of `{kernel.name}`, "
+                f"which {krule} leaves unsplit over {over} while its input arrives split "
+                f"over {over}; XLA all-gathers the input ({size} per device).")
+        elif kind == "all-gather" and k_split and not x_split:
+            lines.append(
+                f"`{layer}` contracts dim {xd} of `{x.name}` with dim {kd} of `{kernel.name}`; "
+                f"{krule} splits that dim over {over} but the input arrives whole there, so "
+                f"XLA all-gathers the kernel ({size} per device).")
+        elif kind in ("all-reduce", "reduce-scatter") and x_split and k_split:
+            lines.append(
+                f"`{layer}` contracts dim {xd} of `{x.name}` with dim {kd} of `{kernel.name}`, "
+                f"and both are split over {over} ({krule}): each device holds a partial sum, "
+                f"and XLA {'all-reduces' if kind == 'all-reduce' else 'reduce-scatters'} "
+                f"them ({size} per device). This is the price of splitting the contraction "
+                "(row parallelism): a column-parallel layer before it and a row-parallel one "
+                "after pay it once per pair.")
+    elif kind in ("all-reduce", "reduce-scatter"):
+        kernel_dims = _kernel_contracted(row, meetings)
+        if kernel_dims is not None:
+            kernel, dims = kernel_dims
+            split = [d for d in dims if d in _split_dims(kernel.spec, axes)]
+            if split:
+                krule = f"rule `{kernel.rule}`" if kernel.rule else NO_RULE
+                lines.append(
+                    f"`{layer}` contracts over dim {split[0]} of `{kernel.name}`, which {krule} "
+                    f"splits over {over}: each device holds a partial sum, and XLA "
+                    f"{'all-reduces' if kind == 'all-reduce' else 'reduce-scatters'} them "
+                    f"({size} per device). This is the price of splitting the contraction "
+                    "(row parallelism, or attention split by heads).")
+    if len(lines) < 2:
+        lines.append(_generic(kind, over, size, layer))
+    return "\n".join(lines)
+
+
+def _generic(kind: str, over: str, size: str, layer: str) -> str:
+    return {
+        "all-gather": f"An operand split over {over} is needed whole (or split another way) at "
+                      f"`{layer}`, so XLA all-gathers it ({size} per device).",
+        "all-reduce": f"`{layer}` leaves a partial result on each device along {over}, and XLA "
+                      f"adds them up with an all-reduce ({size} per device).",
+        "reduce-scatter": f"`{layer}` leaves partial sums along {over}; XLA adds them up and "
+                          f"splits the result (reduce-scatter, {size} per device).",
+        "all-to-all": f"The split moves from one dimension to another over {over} at `{layer}`: "
+                      f"XLA exchanges shards all-to-all ({size} per device).",
+        "collective-permute": f"Shards move between devices along {over} at `{layer}`, because "
+                              f"the layouts that meet there order the devices differently "
+                              f"({size} per device).",
+    }.get(kind, f"XLA communicates {size} per device over {over} at `{layer}`.")
+
+
+def _divides(shape, spec, sizes: dict) -> bool:
+    for n, entry in zip(shape, spec):
+        names = entry if isinstance(entry, tuple) else (entry,)
+        k = 1
+        for a in names:
+            if a:
+                k *= sizes.get(a, 1)
+        if n % k:
+            return False
+    return True
+
+
+def _candidates(report: Report, row, meetings: list[Meeting]) -> list[tuple[str, Plan]]:
+    plan = report.plan
+    sizes = plan.mesh_dict
+    axes = tuple(row["axes"])
+    variables = report.variables.set_index("path")
+    targets: list[str] = [m.name for m in meetings if m.kind == "variable"]
+    # The same split on the producer: the variables of layers whose outputs meet here.
+    for m in meetings:
+        if m.kind == "activation":
+            producer = m.name[: -len("/output")]
+            targets += [p for p in variables.index
+                        if variables.loc[p, "layer"] == producer and len(variables.loc[p, "shape"]) >= 2]
+    out: list[tuple[str, Plan]] = []
+    seen: set = set()
+
+    def add(change: str, candidate: Plan) -> None:
+        key = candidate.to_json(indent=None)
+        if key not in seen and candidate.to_json(indent=None) != plan.to_json(indent=None):
+            seen.add(key)
+            out.append((change, candidate))
+
+    for path in dict.fromkeys(targets):
+        row_v = variables.loc[path]
+        shape, spec = tuple(row_v["shape"]), tuple(row_v["spec"])
+        rule = str(row_v["rule"]) if row_v["rule"] not in (None, "<own layout>") else None
+        alternatives: list[tuple[str, tuple]] = []
+        if len(shape) == 2 and spec[0] != spec[1]:
+            alternatives.append(("the transposed split", (spec[1], spec[0])))
+        used = [e for e in spec if e is not None]
+        for d in range(len(shape)):
+            for entry in used:
+                moved = tuple(entry if i == d else (None if e == entry else e)
+                              for i, e in enumerate(spec))
+                if moved != spec:
+                    alternatives.append((f"split dim {d}", moved))
+        if not used:
+            for a in axes:
+                for d in range(len(shape)):
+                    alternatives.append((f"split dim {d} over {a!r}",
+                                         tuple(a if i == d else None for i in range(len(shape)))))
+        for label, new in alternatives:
+            if not _divides(shape, new, sizes):
+                continue
+            new = tuple(new)
+            trimmed = list(new)
+            while trimmed and trimmed[-1] is None:
+                trimmed.pop()
+            if rule is not None:
+                candidate = plan.with_rule_at(plan.rule_index(rule), axes=tuple(new))
+                add(f"rule `{rule}`: {format_spec(spec)} → {format_spec(new)} ({label})",
+                    candidate)
+            else:
+                key = re.escape(path)
+                add(f"new rule `{key}`: {format_spec(new)} ({label})",
+                    plan.with_rule(key, tuple(new)))
+        if rule is not None:
+            add(f"drop rule `{rule}` (replicate what it splits)", plan.without_rule(rule))
+    for m in meetings:
+        if m.kind == "activation" and m.rule:
+            add(f"drop /output rule `{m.rule}`", plan.without_rule(m.rule))
+    site_rule = f"{row['layer']}/output"
+    for r in plan.rules:
+        if r.is_output and re.fullmatch(r.key, site_rule) and not any(
+                c.startswith(f"drop /output rule `{r.key}`") for c, _ in out):
+            add(f"drop /output rule `{r.key}`", plan.without_rule(r.key))
+    return out[:MAX_CANDIDATES]
+
+
+def _comm(report: Report) -> int:
+    c = report.collectives
+    return int(c["bytes_per_device"].sum()) if len(c) else 0
+
+
+def _at_site(report: Report, kind: str, layer: str) -> int:
+    c = report.collectives
+    if not len(c):
+        return 0
+    return int(c[(c["kind"] == kind) & (c["layer"] == layer)]["bytes_per_device"].sum())
+
+
+def _changes(before: Report, after: Report) -> str:
+    """The collectives that a fix adds or removes, in words."""
+    def counts(r: Report) -> dict:
+        c = r.collectives
+        out: dict = {}
+        for _, row in c.iterrows():
+            key = (row["kind"], row["layer"])
+            n, b = out.get(key, (0, 0))
+            out[key] = (n + 1, b + int(row["bytes_per_device"]))
+        return out
+
+    a, b = counts(before), counts(after)
+    parts = []
+    for key in sorted(set(a) | set(b)):
+        (na, ba), (nb, bb) = a.get(key, (0, 0)), b.get(key, (0, 0))
+        if (na, ba) == (nb, bb):
+            continue
+        kind, layer = key
+        if nb == 0:
+            parts.append(f"removes the {kind} at `{layer}` ({human_bytes(ba)})")
+        elif na == 0:
+            parts.append(f"adds {'an' if kind[0] == 'a' else 'a'} {kind} at `{layer}` "
+                         f"({human_bytes(bb)})" if nb == 1 else
+                         f"adds {nb} {kind}s at `{layer}` ({human_bytes(bb)})")
+        else:
+            parts.append(f"changes the {kind} at `{layer}` from {human_bytes(ba)} to "
+                         f"{human_bytes(bb)}")
+    return "; ".join(parts) or "leaves the collectives as they were"
+
+
+def explain_collective(report: Report, which: object, *, search: bool = True) -> Explanation:
+    """The :class:`Explanation` of row ``which`` of ``report.collectives``
+    (an index, or a row). With ``search=False`` no counterfactual plan is
+    compiled, and ``fix`` is None."""
+    index, row = _row(report, which)
+    meetings = _meetings(report, tuple(row["operands"]))
+    text = _why_text(report, row, meetings)
+    rules = tuple(sorted({m.rule for m in meetings if m.rule}))
+    base = dict(index=index, kind=row["kind"], layer=row["layer"], site=row["site"],
+                source=row["source"], source_from=row["source_from"], text=text, rules=rules,
+                meetings=tuple(meetings))
+    if not any(m.rule for m in meetings):
+        base["text"] = text + f"\nRules involved: none ({NO_RULE})."
+    if not search:
+        return Explanation(**base, fix=None, fix_cost="Not searched (search=False).")
+    if report.trace is None or row["pass"] != "forward" and report.trace.train_step is False:
+        return Explanation(**base, fix=None, fix_cost="There is no compiled pass to compare.")
+    tried = _try_all(report, row, meetings)
+    good = [t for t in tried if t.removes]
+    if not good:
+        reason = ("Every local change tried leaves at least as much communication"
+                  + (" (or more bytes on every device)" if tried else "")
+                  + ".")
+        if row["kind"] in ("all-reduce", "reduce-scatter") and "price of splitting" in text:
+            reason = ("None of the local changes helps: this reduction is the price of "
+                      "splitting the contraction. Removing it means replicating the kernel "
+                      "(more bytes on every device) or gathering the input (more communication)."
+                      " " + reason)
+        return Explanation(**base, fix=None, fix_cost=reason, tried=tuple(tried))
+    # Changes that keep every device's bytes come first: a fix that only
+    # works by replicating is offered when nothing else removes the collective.
+    before_bytes = report.variable_bytes_per_device
+    best = min(good, key=lambda t: ((t.bytes_per_device or 0) > before_bytes, t.comm_bytes,
+                                    t.bytes_per_device))
+    cost = [f"Communication per device: {human_bytes(_comm(report))} → "
+            f"{human_bytes(best.comm_bytes or 0)}; it {_changes(report, best.report)}."]
+    before = report.variable_bytes_per_device
+    if best.bytes_per_device is not None and best.bytes_per_device != before:
+        cost.append(f"Variables per device: {human_bytes(before)} → "
+                    f"{human_bytes(best.bytes_per_device)}.")
+    else:
+        cost.append("Variables per device are unchanged.")
+    return Explanation(**base, fix=best.plan, fix_change=best.change, fix_cost=" ".join(cost),
+                       fix_report=best.report, tried=tuple(tried))
+
+
+def _try_all(report: Report, row, meetings: list[Meeting]) -> list[Tried]:
+    from .analysis import analyze
+
+    args = dict(report.arguments)
+    args["mode"] = "abstract"
+    before_site = _at_site(report, row["kind"], row["layer"])
+    comm_before = _comm(report)
+    out = []
+    for change, plan in _candidates(report, row, meetings):
+        quick = analyze(report.scan, plan)
+        errors = quick.errors
+        if errors:
+            out.append(Tried(change, plan, f"Keras refuses it: {errors[0].message}"))
+            continue
+        after = analyze(report.scan, plan, **args)
+        if after.trace is None:
+            msg = after.trace_error.message if after.trace_error else "the pass did not run"
+            out.append(Tried(change, plan, f"does not compile: {msg}"))
+            continue
+        comm = _comm(after)
+        at_site = _at_site(after, row["kind"], row["layer"])
+        # A fix removes or shrinks this collective and lowers the total
+        # communication; swapping it for an equal one elsewhere is no fix.
+        removes = at_site < before_site and (
+            comm < comm_before
+            or (comm == comm_before
+                and after.variable_bytes_per_device < report.variable_bytes_per_device))
+        outcome = (f"{_changes(report, after)}; communication {human_bytes(comm_before)} → "
+                   f"{human_bytes(comm)} per device")
+        if after.variable_bytes_per_device != report.variable_bytes_per_device:
+            outcome += (f"; variables {human_bytes(report.variable_bytes_per_device)} → "
+                        f"{human_bytes(after.variable_bytes_per_device)} per device")
+        out.append(Tried(change, plan, outcome, comm, after.variable_bytes_per_device, removes,
+                         after))
+    return out

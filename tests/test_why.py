@@ -1,0 +1,132 @@
+"""Explaining collectives: their source lines, the layouts that meet, and
+fixes found by recompiling counterfactual plans."""
+
+import os
+
+import keras
+import pytest
+
+import shardviz
+from shardviz import Plan, ShardvizError, examples
+from shardviz.why import explain_collective
+
+X8 = (8, 16)
+WRONG_PAIR = Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
+                                             ".*down/kernel": (None, "model")})
+
+
+def source_exists(source: str) -> bool:
+    file, line = source.rsplit(":", 1)
+    if not os.path.exists(file):
+        return False
+    with open(file, encoding="utf-8") as f:
+        return 1 <= int(line) <= sum(1 for _ in f)
+
+
+def test_the_wrong_pair_is_fixed_by_the_transposed_split():
+    report = shardviz.analyze(examples.mlp, WRONG_PAIR, inputs=X8)
+    rows = report.collectives
+    assert rows[["kind", "layer"]].values.tolist() == [["all-gather", "down"]]
+    assert set(rows.loc[0, "operands"]) == {"up/output", "down/kernel"}
+    assert source_exists(rows.loc[0, "source"])
+    assert rows.loc[0, "source"].replace("\\", "/").rsplit(":", 1)[0].endswith(
+        "keras/src/layers/core/dense.py")
+
+    why = report.why(0)
+    assert ".*down/kernel" in why.rules
+    assert "`.*down/kernel`" in why.text and "all-gathers the input" in why.text
+    assert why.fix is not None
+    fixed = dict((r.key, r.axes) for r in why.fix.rules)
+    assert fixed[".*down/kernel"] == ("model", None)
+    assert fixed[".*up/kernel"] == (None, "model")
+
+    again = shardviz.analyze(examples.mlp, why.fix, inputs=X8)
+    kinds = again.collectives["kind"].tolist()
+    assert "all-gather" not in kinds and kinds.count("all-reduce") == 1
+    assert "removes the all-gather at `down`" in why.fix_cost
+    assert "Variables per device are unchanged" in why.fix_cost
+    # The explanation is kept, and shows itself.
+    assert report.why(0) is why
+    assert "all-gather" in why._repr_html_() and "Fix:" in str(why)
+
+
+def test_the_megatron_all_reduce_is_the_price_of_the_split():
+    report = shardviz.analyze(examples.mlp, examples.megatron_plan(), inputs=X8)
+    assert report.collectives["kind"].tolist() == ["all-reduce"]
+    why = report.why(report.collectives.iloc[0])  # a row is accepted too
+    assert why.fix is None
+    assert "price of splitting the contraction" in why.text
+    assert "price of splitting" in why.fix_cost
+    assert len(why.tried) >= 2 and not any(t.removes for t in why.tried)
+
+
+def test_every_collective_of_the_transformer_block_is_explained():
+    report = shardviz.analyze(examples.transformer_block, examples.transformer_plan(),
+                              inputs=(8, 16, 64))
+    assert len(report.collectives) >= 2
+    rule_keys = set(report.plan.rule_keys)
+    for i, why in enumerate(report.explanations()):
+        assert source_exists(report.collectives.loc[i, "source"]), report.collectives.loc[i]
+        assert why.text.strip()
+        assert (any(f"`{k}`" in why.text for k in rule_keys)
+                or "no rule: the default replicated layout" in why.text)
+        assert why.rules and set(why.rules) <= rule_keys
+
+
+class _OwnMatmul(keras.layers.Layer):
+    """A layer whose matmul is written in this file: its source is ours."""
+
+    def build(self, shape):
+        self.kernel = self.add_weight(shape=(shape[-1], 32), name="kernel")
+
+    def call(self, x):
+        return keras.ops.matmul(x, self.kernel)  # the line the source must name
+
+
+class _OwnModel(keras.Model):
+    def __init__(self):
+        super().__init__(name="own")
+        self.up = keras.layers.Dense(64, name="up")
+        self.mix = _OwnMatmul(name="mix")
+
+    def call(self, x):
+        return self.mix(self.up(x))
+
+
+def test_a_subclassed_models_own_line_is_the_source():
+    def build():
+        model = _OwnModel()
+        model(keras.ops.zeros((8, 16)))
+        return model
+
+    plan = Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
+                                          ".*mix/kernel": (None, "model")})
+    report = shardviz.analyze(build, plan, inputs=X8)
+    rows = report.collectives
+    assert len(rows) >= 1
+    source = rows.loc[0, "source"]
+    file, line = source.rsplit(":", 1)
+    assert os.path.samefile(file, __file__)
+    with open(__file__, encoding="utf-8") as f:
+        assert "the line the source must name" in f.read().splitlines()[int(line) - 1]
+
+
+def test_a_collective_with_no_rule_says_so():
+    report = shardviz.analyze(examples.mlp, Plan.data_parallel(8), inputs=X8, train_step=True)
+    rows = report.collectives
+    assert len(rows) and "all-reduce" in rows["kind"].tolist()
+    i = rows.index[rows["kind"] == "all-reduce"][0]
+    why = explain_collective(report, int(i), search=False)
+    assert "no rule: the default replicated layout" in why.text
+    assert why.rules == ()
+
+
+def test_bad_questions_get_clear_errors():
+    report = shardviz.analyze(examples.mlp, WRONG_PAIR, inputs=X8)
+    with pytest.raises(ShardvizError, match="there is no collective 5"):
+        report.why(5)
+    with pytest.raises(ShardvizError, match="no collective"):
+        report.why("up")
+    no_pass = shardviz.analyze(examples.mlp, WRONG_PAIR)
+    with pytest.raises(ShardvizError, match="forward pass did not run"):
+        no_pass.why(0)
