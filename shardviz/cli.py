@@ -305,8 +305,34 @@ def print_report(report, args):
     print(report_text(report, width=width, max_rows=None if args.verbose else 40))
 
 
+def print_explanations(report, args) -> None:
+    """``--explain``: why each collective is there, and its fix."""
+    n = len(report.collectives)
+    if report.trace is None:
+        print("\nNo collectives to explain: the forward pass did not run"
+              + (" (pass --inputs)." if not args.inputs else "."))
+        return
+    if n == 0:
+        print("\nNo collectives to explain: the pass communicates nothing.")
+        return
+    progress = Progress(args.quiet)
+    try:
+        for i in range(n):
+            progress(f"explaining collective {i + 1} of {n} (compiling the changes it suggests)")
+            report.why(i)
+    finally:
+        progress.stop()
+    if args.quiet:
+        return
+    print("\nWhy each collective is there")
+    for why in report.explanations():
+        print()
+        print(why)
+
+
 def cmd_report(args) -> int:
     from . import simulate_devices
+    from .devices import cpu_only
 
     check_outputs(args)
     if args.devices is not None:
@@ -314,6 +340,8 @@ def cmd_report(args) -> int:
             simulate_devices(args.devices)
         except ShardvizError as e:
             raise UsageError.of(e, f"--devices {args.devices}: ") from None
+    else:
+        cpu_only()
     plan = build_plan(args)
     inputs = [parse_inputs(t) for t in args.inputs or []]
     fail_on = parse_fail_on(args.fail_on) if args.fail_on else set()
@@ -333,6 +361,8 @@ def cmd_report(args) -> int:
     finally:
         progress.stop()
     print_report(report, args)
+    if args.explain:
+        print_explanations(report, args)
     write_outputs(report, args, f"shardviz report: {args.builder}")
     failures = guard_failures(report, fail_on, max_replicated)
     for line in failures:
@@ -399,6 +429,9 @@ def make_parser() -> argparse.ArgumentParser:
                     help="TPU slices joined by DCN, or GPU nodes (default 1)")
     hw.add_argument("--dcn-axis", metavar="AXIS",
                     help="the mesh axis that spans the slices (default: the batch axis)")
+    run.add_argument("--explain", action="store_true",
+                     help="explain each collective: its source line, the layouts and rules "
+                     "behind it, and a fix found by recompiling the changes it suggests")
     guards = report.add_argument_group(
         "CI guards (exit code 1 when one fails; any error in the report always fails)")
     guards.add_argument("--fail-on", metavar="KINDS",

@@ -87,6 +87,16 @@ def simulate_devices(n: int = 8, *, cpu_only: bool = True) -> int:
 
 
 
+def cpu_only() -> None:
+    """Make the simulated CPU the only JAX platform, if JAX has not started:
+    shardviz never runs on an accelerator (TPU targets are compiled for, not
+    run on), and starting one prints its start-up warnings."""
+    import jax
+
+    if not backend_started() and not jax.config.jax_platforms:
+        jax.config.update("jax_platforms", "cpu")
+
+
 @contextlib.contextmanager
 def _quiet_stderr() -> Iterator[None]:
     """Send what C++ code writes to stderr (fd 2) nowhere for the length of

@@ -55,6 +55,9 @@ class Meeting:
     spec: tuple | None
     rule: str | None
     """The rule key that set the layout; None when none did."""
+    via: tuple = ()
+    """For an activation no /output rule sets: ``(variable, rule)`` of the
+    producing layer's split variables, whose layouts XLA propagated."""
 
     def describe(self) -> str:
         shape = f" {self.shape}" if self.shape else ""
@@ -67,6 +70,9 @@ class Meeting:
             how = f"({NO_RULE})"
         elif self.kind == "input":
             how = "(the batch layout Keras gives inputs)"
+        elif self.via:
+            how = ("(no /output rule: XLA propagated it from "
+                   + ", ".join(f"`{v}`, split by rule `{r}`" for v, r in self.via) + ")")
         else:
             how = "(no /output rule: XLA chose it by propagation)"
         return f"`{self.name}`{shape} is {layout} {how}"
@@ -125,7 +131,10 @@ class Explanation:
         else:
             lines += ["No local fix.", *_wrap(self.fix_cost)]
         if self.tried:
-            lines += ["", "Tried:"] + [f"  - {t.change}: {t.outcome}" for t in self.tried]
+            lines += ["", "Tried:"]
+            for t in self.tried:
+                wrapped = _wrap(f"{t.change}: {t.outcome}", 84)
+                lines += ["  - " + wrapped[0]] + ["    " + w for w in wrapped[1:]]
         return "\n".join(lines)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
@@ -197,8 +206,14 @@ def _meetings(report: Report, operands) -> list[Meeting]:
             if len(rows):
                 row = rows.iloc[0]
                 spec = row["actual_spec"]
+                via: tuple = ()
+                if not row["rule"]:
+                    producer = variables[variables["layer"] == name[: -len("/output")]]
+                    via = tuple((p, r) for p, r, sp in zip(producer.index, producer["rule"],
+                                                           producer["spec"])
+                                if r not in (None, "<own layout>") and any(e for e in sp))
                 out.append(Meeting(name, "activation", tuple(row["shape"]),
-                                   tuple(spec) if spec is not None else None, row["rule"]))
+                                   tuple(spec) if spec is not None else None, row["rule"], via))
             else:
                 out.append(Meeting(name, "activation", (), None, None))
         elif name.startswith("input:"):
@@ -470,11 +485,12 @@ def explain_collective(report: Report, which: object, *, search: bool = True) ->
     index, row = _row(report, which)
     meetings = _meetings(report, tuple(row["operands"]))
     text = _why_text(report, row, meetings)
-    rules = tuple(sorted({m.rule for m in meetings if m.rule}))
+    rules = tuple(sorted({m.rule for m in meetings if m.rule}
+                         | {r for m in meetings for _, r in m.via}))
     base = dict(index=index, kind=row["kind"], layer=row["layer"], site=row["site"],
                 source=row["source"], source_from=row["source_from"], text=text, rules=rules,
                 meetings=tuple(meetings))
-    if not any(m.rule for m in meetings):
+    if not rules:
         base["text"] = text + f"\nRules involved: none ({NO_RULE})."
     if not search:
         return Explanation(**base, fix=None, fix_cost="Not searched (search=False).")

@@ -198,3 +198,28 @@ def test_terminal_tables_fit_the_width_and_never_break_a_word(width):
         assert "dtype, shape, shard, rule not shown at 80 columns" in out
     else:
         assert {"float32", "int32"} & cells or "dtype not shown at 120 columns" in out
+
+
+def test_explain_prints_why_and_the_fix_and_puts_them_in_the_html(tmp_path):
+    html_file, json_file = tmp_path / "r.html", tmp_path / "r.json"
+    out = run(*MLP, "--rule", ".*up/kernel=None,model", "--rule", ".*down/kernel=None,model",
+              "--inputs", "8x16", "--explain", "--html", str(html_file), "--json", str(json_file),
+              "--fail-on", "never")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "Why each collective is there" in text and "all-gather at down" in text
+    assert "Fix: rule `.*down/kernel`: P(None, 'model') → P('model', None)" in text
+    assert "dense.py:" in text
+    assert max(len(line) for line in text.split("Why each collective is there")[1]
+               .splitlines()) <= 100
+    page = html_file.read_text()
+    assert "Why each collective is there" in page and "<code>.*down/kernel</code>" in page
+    data = json.loads(json_file.read_text())
+    (why,) = data["explanations"]
+    assert why["kind"] == "all-gather" and why["fix"]["rules"][1]["axes"] == ["model", None]
+
+
+def test_explain_without_inputs_says_why_there_is_nothing():
+    out = run(*MLP, *MEGATRON, "--explain")
+    assert out.returncode == 0, out.stderr
+    assert "No collectives to explain: the forward pass did not run (pass --inputs)." in out.stdout

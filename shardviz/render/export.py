@@ -49,6 +49,7 @@ def report_to_dict(report) -> dict:
     if report.trace is not None:
         data["trace"] = {"mode": report.trace.mode, "train_step": report.trace.train_step,
                          "memory": report.trace.memory, "seconds": report.trace.seconds}
+    data["explanations"] = [explanation_dict(e) for _, e in sorted(report.explained.items())]
     for name in FRAMES:
         frame = getattr(report, name)
         data["frames"][name] = {
@@ -57,6 +58,14 @@ def report_to_dict(report) -> dict:
             "rows": [[_plain(v) for v in row] for row in frame.itertuples(index=False)],
         }
     return data
+
+
+def explanation_dict(why) -> dict:
+    """An :class:`~shardviz.why.Explanation` as plain data."""
+    return {"index": why.index, "kind": why.kind, "layer": why.layer, "source": why.source,
+            "source_from": why.source_from, "text": why.text, "rules": list(why.rules),
+            "fix": why.fix.to_dict() if why.fix is not None else None,
+            "fix_change": why.fix_change, "fix_cost": why.fix_cost}
 
 
 def _plain_dict(d):
@@ -109,6 +118,14 @@ def pictures(report, max_per_grid: int = 40):
     return out
 
 
+def _explanations_html(report) -> str:
+    explained = sorted(report.explained.items())
+    if not explained:
+        return ""
+    return ("<h2>Why each collective is there</h2>"
+            + "".join(f"<h3>Collective {i}</h3>{why._repr_html_()}" for i, why in explained))
+
+
 def report_html_file(report, title: str = "shardviz report") -> str:
     """One HTML file, readable offline: summary, tables, problems and every
     picture as an embedded PNG."""
@@ -136,5 +153,6 @@ def report_html_file(report, title: str = "shardviz report") -> str:
         f"<p style='color:#555'>shardviz {__version__}, {when}.</p>"
         + plan_html(report.plan)
         + report_html(report, all_rows=True)
+        + _explanations_html(report)
         + "<h2>Pictures</h2>" + "".join(figures) + "</body></html>"
     )

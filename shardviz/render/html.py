@@ -125,12 +125,15 @@ def collectives_html(report) -> str:
     if frame.empty:
         return "<p>No collectives: every device computes its part alone.</p>"
     timed = not report.target.is_cpu
-    rows = [[_e(c["kind"]), f"<code>{_e(c['layer'])}</code>", _e(c["pass"]), _e(c["over"]),
-             _e(human_bytes(c["bytes_per_device"]))]
+    from ..trace.sources import short_file
+
+    rows = [[str(i), _e(c["kind"]), f"<code>{_e(c['layer'])}</code>", _e(c["pass"]),
+             _e(c["over"]), _e(human_bytes(c["bytes_per_device"]))]
             + ([_e(c["network"]), _e(human_seconds(c["seconds"]))] if timed else [])
-            for c in frame.to_dict("records")]
-    headers = ["kind", "layer", "pass", "over axes", "bytes per device"]
-    return _table(headers + (["network", "time (estimate)"] if timed else []), rows)
+            + [f"<code>{_e(short_file(c['source']))}</code>" if c["source"] else "—"]
+            for i, c in enumerate(frame.to_dict("records"))]
+    headers = ["#", "kind", "layer", "pass", "over axes", "bytes per device"]
+    return _table(headers + (["network", "time (estimate)"] if timed else []) + ["source"], rows)
 
 
 def report_html(report, all_rows: bool = False) -> str:

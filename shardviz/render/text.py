@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from typing import TYPE_CHECKING, cast
 
 from ..format import format_spec, human_bytes, human_seconds, plural
@@ -139,20 +140,23 @@ def activations_table(report, max_rows: int | None = 40, width: int | None = Non
 
 def collectives_table(report, width: int | None = None):
     timed = not report.target.is_cpu
-    columns = [("kind", "left"), ("layer", "left"), ("pass", "left"), ("over axes", "left"),
-               ("bytes", "right")]
+    columns = [("#", "right"), ("kind", "left"), ("layer", "left"), ("pass", "left"),
+               ("over axes", "left"), ("bytes", "right")]
     if timed:
         columns += [("network", "left"), ("time (estimate)", "right")]
+    columns.append(("source", "left"))
     rows = []
-    for c in report.collectives.to_dict("records"):
-        row = [c["kind"] + (" (async)" if c["async"] else ""), c["layer"] or "—",
+    for i, c in enumerate(report.collectives.to_dict("records")):
+        row = [str(i), c["kind"] + (" (async)" if c["async"] else ""), c["layer"] or "—",
                c["pass"], c["over"], human_bytes(c["bytes_per_device"])]
         if timed:
             row += [c["network"], human_seconds(c["seconds"])]
+        row.append(os.path.basename(c["source"]) if c["source"] else "—")
         rows.append(row)
-    caption = "" if rows else "none: every device computes its part alone"
+    caption = ("report.why(#) or --explain says why each is there" if rows
+               else "none: every device computes its part alone")
     return fitted_table("Collectives (compiled HLO, per device)", columns, rows, width,
-                        ("pass", "bytes", "network"), caption)
+                        ("source", "pass", "bytes", "network"), caption)
 
 
 def memory_line(report) -> str:
