@@ -718,10 +718,15 @@ class Report:
 
         return memory_figure(self)
 
-    def show_flow(self, max_layers: int = 60) -> Figure:
-        """Layers in call order, their output layouts, and the collectives."""
+    def show_flow(self, max_layers: int = 60, explain: bool = False) -> Figure:
+        """Layers in call order, their output layouts, and the collectives,
+        numbered as in :attr:`collectives`. Collectives whose explanation
+        found a fix are marked "fix" (green); ``explain=True`` explains every
+        collective first (see :meth:`why`)."""
         from .render.mpl import flow_figure
 
+        if explain and self.trace is not None:
+            self.explanations()
         return flow_figure(self, max_layers)
 
     def show_grid(self, paths: Sequence[str] | None = None, columns: int = 5) -> Figure:

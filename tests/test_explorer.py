@@ -376,3 +376,35 @@ def test_enter_in_the_new_rule_box_adds_the_rule(app):
     assert app.plan.rule_keys[-1] == ".*down/bias" and app.rule_editor.new_key.value == ""
     app.rule_editor.box.children[2].children[1].click()        # the click as the box loses focus
     assert app.plan.rule_keys.count(".*down/bias") == 1 and text(app.rule_editor.message) == ""
+
+
+def test_choosing_a_collective_explains_it_and_its_fix_can_be_applied_and_undone():
+    wrong = Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
+                                           ".*down/kernel": (None, "model")})
+    app = shardviz.Explorer(examples.mlp, inputs=(8, 16), plan=wrong, auto_run=False)
+    app.run()
+    app.tabs.selected_index = shardviz.widgets.explorer.TABS.index("Communication")
+    labels = [label for label, _ in app.why_select.options]
+    assert labels[1].startswith("#0 all-gather at down")
+    assert app.fix_button.disabled
+    app.why_select.value = 0
+    shown = text(app.why_html)
+    assert "all-gathers the input" in shown and ".*down/kernel" in shown
+    assert not app.fix_button.disabled
+    seen = []
+    app.observe(lambda change: seen.append(change["new"]), names="plan")
+    app.fix_button.click()
+    assert dict((r.key, r.axes) for r in app.plan.rules)[".*down/kernel"] == ("model", None)
+    assert seen and seen[-1] == app.plan
+    app.run()
+    assert app.traced.collectives["kind"].tolist() == ["all-reduce"]
+    app.undo()
+    assert app.plan == wrong
+
+
+def test_a_megatron_all_reduce_offers_no_fix(app):
+    app.run()
+    app.tabs.selected_index = shardviz.widgets.explorer.TABS.index("Communication")
+    app.why_select.value = 0
+    assert "price of splitting" in text(app.why_html)
+    assert app.fix_button.disabled

@@ -432,6 +432,9 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     acts = report.activations
     shown = list(acts.head(max_layers).itertuples(index=False))
     collectives = report.collectives.to_dict("records")
+    fixable = {i for i, why in report.explained.items() if why.fix is not None}
+    for i, c in enumerate(collectives):
+        c["index"], c["fix"] = i, i in fixable
     axis_colour = {a: AXIS_COLOURS[i % len(AXIS_COLOURS)]
                    for i, a in enumerate(report.mesh.axis_names)}
     by_layer: dict = {}
@@ -493,8 +496,9 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
             items.append((x, 0.5 * z, f"● {net}", NETWORK_COLOURS[net], 8 * z))
             x += (0.3 + 0.07 * len(net)) * z
     what = "estimated time" if timed else "bytes"
-    items.append((x + 0.1 * z, 0.5 * z, f"dims: size/axis · ● collectives, area ∝ {what} · "
-                  "✗ requested layout not honoured", "#444444", 7 * z))
+    items.append((x + 0.1 * z, 0.5 * z, f"dims: size/axis · ● #collective, area ∝ {what} · "
+                  "✗ requested layout not honoured"
+                  + (" · fix: report.why(#) found one" if fixable else ""), "#444444", 7 * z))
     key.labels(items, ha="left")
     return fig
 
@@ -517,9 +521,11 @@ def _draw_collectives(ax, collectives, x, row, biggest, per_row: int = 2, width:
             axes += f"({c['group_size']})"
         tag = {"backward": " bwd", "update": " upd"}.get(c["pass"], "")
         when = f" {c['network']} ~{human_seconds(c['seconds'])}" if timed else ""
+        fix = " · fix" if c.get("fix") else ""
+        number = f"#{c['index']} " if "index" in c else ""
         labels.append((cx + 0.25, row + 0.5,
-                       f"{c['kind']} {axes} {human_bytes(c['bytes_per_device'])}{when}{tag}",
-                       "black", 6 * zoom))
+                       f"{number}{c['kind']} {axes} {human_bytes(c['bytes_per_device'])}"
+                       f"{when}{tag}{fix}", "#1b7f3b" if fix else "black", 6 * zoom))
     if len(collectives) > per_row:
         labels.append((x + 0.25 + per_row * width, row + 0.5, f"+{len(collectives) - per_row}",
                        "black", 6 * zoom))

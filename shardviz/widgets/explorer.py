@@ -21,6 +21,7 @@ import ipywidgets as widgets
 import traitlets
 
 from ..errors import ShardvizError
+from ..format import human_bytes
 from ..hardware import parse_target
 from ..model_scan import Scan
 from ..plan import Plan, as_plan
@@ -337,6 +338,18 @@ class Explorer(widgets.VBox):
         self.comm_table.add_class("shardviz-collectives")
         self.flow_picture = W.Image(format="png")
         self.flow_picture.add_class("shardviz-flow")
+        self.why_select = W.Dropdown(options=[("choose a collective…", None)], value=None,
+                                     description="Why is", layout=W.Layout(width="460px"))
+        self.why_select.add_class("shardviz-why-select")
+        self.why_select.observe(lambda _: self._guarded(self._explain_selected), "value")
+        self.why_html = W.HTML()
+        self.why_html.add_class("shardviz-why")
+        self.fix_button = W.Button(description="Apply fix", icon="wrench", disabled=True,
+                                   tooltip="Apply the fix to the plan (Undo takes it back)",
+                                   layout=W.Layout(width="130px", min_width="130px"))
+        self.fix_button.add_class("shardviz-apply-fix")
+        self.fix_button.on_click(lambda _: self._guarded(self._apply_fix))
+        self._why = None
         # Export
         python_button = W.Button(description="Copy as Python", icon="copy",
                                  layout=W.Layout(width="160px"))
@@ -360,7 +373,9 @@ class Explorer(widgets.VBox):
         self.tabs = W.Tab(children=[
             tensor_tab, self.variables_table, self.problems_table,
             W.VBox([self.memory_note, self.memory_picture]),
-            W.VBox([self.comm_note, self.comm_table, self.flow_picture]), export_tab,
+            W.VBox([self.comm_note, self.comm_table,
+                    W.HBox([self.why_select, self.fix_button]), self.why_html,
+                    self.flow_picture]), export_tab,
         ])
         self.tabs.titles = TABS
         self.tabs.observe(lambda _: self._guarded(self._render_visible), "selected_index")
@@ -511,7 +526,51 @@ class Explorer(widgets.VBox):
             "Stale: from the last forward pass, under an older plan." if stale else "",
             "#8a5a00")
         self.comm_table.value = styled(collectives_html(self.traced))
+        options = [("choose a collective…", None)] + [
+            (f"#{i} {c['kind']} at {c['layer'] or '?'} ({human_bytes(c['bytes_per_device'])})", i)
+            for i, c in enumerate(self.traced.collectives.to_dict("records"))]
+        if list(self.why_select.options) != options:
+            self.why_select.options = options
+            self.why_select.value = None
+        self._show_why()
         show_png(self.flow_picture, self.traced.show_flow())
+
+    # ------------------------------------------------------------ explanations
+    def _explain_selected(self):
+        """Explain the chosen collective (compiling the changes it suggests)."""
+        index = self.why_select.value
+        self._why = None
+        if index is not None and self.traced is not None:
+            self.why_html.value = note_html(
+                f"Explaining collective #{index}: compiling the changes its layouts suggest…")
+            self._why = self.traced.why(index)
+        self._show_why()
+        if self._why is not None:  # the flow picture marks the fixes found
+            show_png(self.flow_picture, self.traced.show_flow())
+
+    def _show_why(self):
+        why = self._why
+        if why is None or self.traced is None or why is not self.traced.explained.get(why.index):
+            self._why = None
+            self.why_html.value = note_html(
+                "Choose a collective to see why XLA inserted it, and a fix." if
+                self.traced is not None and len(self.traced.collectives) else "")
+            self.fix_button.disabled = True
+            return
+        stale = not self.forward_is_fresh
+        self.why_html.value = styled(why._repr_html_()) + (
+            note_html("The plan changed since this pass: run it again to apply a fix.",
+                      "#8a5a00") if stale and why.fix is not None else "")
+        self.fix_button.disabled = why.fix is None or stale
+
+    def _apply_fix(self):
+        """Apply the explained fix as one edit (Undo takes it back)."""
+        why = self._why
+        if why is None or why.fix is None or not self.forward_is_fresh:
+            return
+        refused = self.propose(lambda _: why.fix)
+        if refused:
+            self._show_error(refused)
 
     def _render_export(self):
         current = self.state.plan.to_json()
