@@ -93,7 +93,7 @@ def cpu_only() -> None:
     run on), and starting one prints its start-up warnings."""
     import jax
 
-    if not backend_started() and not jax.config.jax_platforms:
+    if not backend_started() and not getattr(jax.config, "jax_platforms", None):
         jax.config.update("jax_platforms", "cpu")
 
 
