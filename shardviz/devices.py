@@ -106,7 +106,7 @@ def _quiet_stderr() -> Iterator[None]:
     import sys
 
     sys.stderr.flush()
-    with _stderr_lock, open(os.devnull, "wb") as sink:
+    with stderr_lock, open(os.devnull, "wb") as sink:
         saved = os.dup(2)
         os.dup2(sink.fileno(), 2)
         try:
@@ -117,7 +117,7 @@ def _quiet_stderr() -> Iterator[None]:
             os.close(saved)
 
 
-_stderr_lock = threading.Lock()
+stderr_lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=32)

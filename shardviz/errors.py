@@ -48,6 +48,8 @@ KINDS = {
     "reused-layer": "one /output rule constrains several calls of a layer, with different shapes",
     "dropped-constraint": "XLA did not give an output the layout its rule asks for",
     "trace-failed": "the forward pass could not be traced",
+    "xla-resharding": "XLA could not move a tensor between two layouts efficiently, and "
+    "replicated it whole to split it again (involuntary full rematerialization)",
     # target hardware
     "does-not-fit": "a chip needs more memory than it has",
 }

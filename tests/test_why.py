@@ -130,3 +130,29 @@ def test_bad_questions_get_clear_errors():
     no_pass = shardviz.analyze(examples.mlp, WRONG_PAIR)
     with pytest.raises(ShardvizError, match="forward pass did not run"):
         no_pass.why(0)
+
+
+def _reshaper():
+    inp = keras.Input((8,))
+    h = keras.layers.Dense(16, name="dense")(inp)
+    return keras.Model(inp, keras.layers.Reshape((4, 4), name="reshape")(h), name="reshaper")
+
+
+def test_xla_resharding_warnings_become_problems_with_their_layer(capfd):
+    """Moving a split to another dim and another mesh axis at once is what
+    XLA's partitioner cannot do efficiently: it logs an involuntary full
+    rematerialization on stderr. shardviz reports it with its layer."""
+    plan = Plan({"batch": 2, "model": 4}, {"dense/kernel": (None, "model"),
+                                          "dense/output": ("batch", None),
+                                          "reshape/output": (None, None, "model")})
+    capfd.readouterr()
+    report = shardviz.analyze(_reshaper, plan, inputs=(8, 8))
+    (problem,) = report.problems_of("xla-resharding")
+    assert problem.severity == "warning" and problem.layer == "reshape"
+    assert "replicates the whole tensor" in problem.message
+    assert "reshape.py:" in problem.message
+    assert "`dense/output`" in problem.message and "`reshape/output`" in problem.message
+    assert "Involuntary" not in capfd.readouterr().err  # taken, not printed
+
+    calm = shardviz.analyze(_reshaper, plan.without_rule("reshape/output"), inputs=(8, 8))
+    assert not calm.problems_of("xla-resharding")

@@ -10,7 +10,7 @@ import time
 from .._adapters import keras as keras_adapter
 from .._adapters.jax import capturing_shardings
 from ..errors import OutOfMemory, ShardvizError
-from . import hlo, sources
+from . import hlo, sources, xla_log
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -28,6 +28,79 @@ def _short_message(e: Exception) -> str:
         if len(kept) == 2:
             break
     return " ".join(kept)[:500]
+
+
+def _named_layout(text: str, activations) -> tuple[str, str | None]:
+    """XLA's sharding text, named after the layer output that has it (and
+    as a spec), when one does: ``("`dense/output` P('batch', None)", path)``."""
+    from ..format import format_spec
+
+    for a in activations:
+        if a.hlo is not None and a.hlo.strip() == text.strip() and a.actual_spec is not None:
+            return f"{format_spec(a.actual_spec)} (the layout of `{a.path}`)", a.path
+    m = re.fullmatch(r"\{devices=\[([\d,]+)\]\S*( last_tile_dim_replicate)?\}", text.strip())
+    if m:
+        tiles = [int(t) for t in m.group(1).split(",")]
+        copies = tiles.pop() if m.group(2) else 1
+        split = [f"dim {d} {t} ways" for d, t in enumerate(tiles) if t > 1]
+        words = ("split " + ", ".join(split)) if split else "whole"
+        return words + (f", {copies} copies" if copies > 1 else "") + f" ({text})", None
+    return text, None
+
+
+def reshard_problems(compiled, warnings, layer_paths, plan, what: str = "forward",
+                     activations=()):
+    """Each :class:`~.xla_log.ReshardWarning` as a Problem naming its layer,
+    its source line, and the rules whose layouts meet there."""
+    from ..errors import Problem
+    from ..match import compiled as compiled_key
+
+    if not warnings:
+        return []
+    from .._adapters.jax import module_text
+
+    program = sources.Program.parse(module_text(compiled))
+    out = []
+    for w in warnings:
+        scopes, _ = hlo.scopes_of(w.op_name)
+        layer = next((hlo.layer_for_scope(s, layer_paths) for s in scopes
+                      if hlo.layer_for_scope(s, layer_paths)), None)
+        frame = sources.source_frame(program.frames.get(w.frame_id, ()))
+        site = next((i for i in program.instructions.values() if i.op_name == w.op_name), None)
+        inputs = []
+        if site is not None:
+            def layer_of(op_name):
+                for scope in hlo.scopes_of(op_name)[0]:
+                    found = hlo.layer_for_scope(scope, layer_paths)
+                    if found:
+                        return found
+                return None
+            inputs = [name for kind, name in program.inputs_of(site.name, {}, layer, layer_of)
+                      if kind == "activation"]
+        if not inputs and layer in layer_paths and layer_paths.index(layer) > 0:
+            # XLA fused the op away: take the layer called just before it.
+            inputs = [layer_paths[layer_paths.index(layer) - 1]]
+        source_layout, src_path = _named_layout(w.source_layout, activations)
+        target_layout, dst_path = _named_layout(w.target_layout, activations)
+        paths = [f"{p}/output" for p in ([layer] if layer else []) + inputs]
+        paths += [p for p in (src_path, dst_path) if p and p not in paths]
+        patterns = [(r.key, compiled_key(r.key)) for r in plan.rules]
+        rules = [key for key, pattern in patterns
+                 if pattern is not None and any(pattern.fullmatch(p) for p in paths)]
+        where = f" at layer {layer!r}" if layer else ""
+        source = f" ({sources.short_file(frame.location)})" if frame else ""
+        involved = (", ".join(f"`{k}`" for k in rules)) or "none: XLA chose both layouts"
+        out.append(Problem(
+            "warning", "xla-resharding",
+            f"XLA cannot move a tensor{where}{source} from {source_layout} to "
+            f"{target_layout} efficiently in the {what} pass: it replicates the whole tensor "
+            f"on every device and splits it again. Rules whose layouts meet there: {involved}.",
+            hint="Make the two layouts agree: give the producer's /output rule the layout the "
+            "next layer asks for, or drop the /output rule that asks for the other one. "
+            "Moving a split to another dimension and another mesh axis at once is what XLA "
+            "cannot do in one step.",
+            rule=rules[0] if rules else None, layer=layer))
+    return out
 
 
 def collectives_of(compiled, mesh, layer_paths, parameters=None):
@@ -62,11 +135,17 @@ def collectives_of(compiled, mesh, layer_paths, parameters=None):
                 layer = hlo.layer_for_scope(scope, layer_paths) or scope
                 if layer not in layers:
                     layers.append(layer)
+        # The collective's own metadata names the op it was made for on some
+        # XLA versions and the op that produced its data on others; the site
+        # (the op that needs it, or whose partial sums it adds) is the one
+        # to show when the two differ, and the row says so.
         stack, source_from = program.stack(c.name), "itself"
-        if not stack and site is not None:
-            stack = program.stack(site.name)
-            source_from = ("the op it feeds" if c.kind in sources.GATHERING
-                           else "the op that feeds it")
+        if site is not None and (not stack or site.op_name != c.op_name):
+            site_stack = program.stack(site.name)
+            if site_stack:
+                stack = site_stack
+                source_from = ("the op it feeds" if c.kind in sources.GATHERING
+                               else "the op that feeds it")
         frame = sources.source_frame(stack)
         operands: list[str] = []
         if site is not None:
@@ -81,7 +160,10 @@ def collectives_of(compiled, mesh, layer_paths, parameters=None):
     return out
 
 
-def compile_pass(fn, args, name, recorder, seconds, what, progress=None):
+def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=None):
+    """Lower and compile ``fn(*args)``. XLA's resharding warnings go to
+    ``log`` (a list of :class:`~.xla_log.ReshardWarning`); anything else it
+    writes to stderr is passed on."""
     import jax
 
     progress = progress or (lambda stage: None)
@@ -93,8 +175,12 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None):
         seconds[f"{what}_trace"] = time.perf_counter() - t
         t = time.perf_counter()
         progress("compiling")
-        with capturing_shardings():
+        with capturing_shardings(), xla_log.capturing_stderr() as lines:
             compiled = lowered.compile()
+        warnings, rest = xla_log.split_log(lines)
+        xla_log.pass_on(rest)
+        if log is not None:
+            log.extend(warnings)
         seconds[f"{what}_compile"] = time.perf_counter() - t
     except ShardvizError:
         raise

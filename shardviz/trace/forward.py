@@ -27,7 +27,7 @@ from ..inputs import (
 )
 from . import hlo
 from .activations import Activation, Recorder
-from .compile import collectives_of, compile_pass
+from .compile import collectives_of, compile_pass, reshard_problems
 from .cost import priced
 from .train_step import OptimizerVariable, add_train_step
 
@@ -194,7 +194,9 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         recorder.mark_outputs(outputs)
         return outputs
 
-    compiled = compile_pass(forward, (tv, ntv, x), name, recorder, seconds, "forward", progress)
+    xla_warnings: list = []
+    compiled = compile_pass(forward, (tv, ntv, x), name, recorder, seconds, "forward", progress,
+                            log=xla_warnings)
     recorder.set_returned(compiled.output_shardings)
     activations = recorder.activations()
     layer_paths = [o.layer_path for o in scan.outputs] or [a.layer_path for a in activations]
@@ -206,6 +208,8 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         input_specs=input_specs, hlo_text=compiled.as_text(), compiled=compiled,
         seconds=seconds,
     )
+    result.problems += reshard_problems(compiled, xla_warnings, layer_paths, plan,
+                                        activations=activations)
     if mode == "concrete":
         progress("running")
         t = time.perf_counter()

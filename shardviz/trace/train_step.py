@@ -14,7 +14,7 @@ from ..inputs import call_args
 from ..match import RuleMatcher
 from . import hlo
 from .activations import Recorder
-from .compile import collectives_of, compile_pass
+from .compile import collectives_of, compile_pass, reshard_problems
 from .cost import priced
 
 
@@ -110,7 +110,9 @@ def add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, opt
             new_tv, new_ov = optimizer.stateless_apply(ov, grads, tv)
         return loss, new_tv, new_ntv, new_ov
 
-    compiled = compile_pass(step, (tv, ntv, ov, x), name, recorder, seconds, "train_step")
+    xla_warnings: list = []
+    compiled = compile_pass(step, (tv, ntv, ov, x), name, recorder, seconds, "train_step",
+                            log=xla_warnings)
     layer_paths = [a.layer_path for a in result.activations]
     from .forward import parameter_paths
 
@@ -129,6 +131,11 @@ def add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, opt
     result.compiled = compiled
     result.optimizer_variables = records
     result.problems += problems
+    seen = {(p.layer, p.message.split(" efficiently")[0]) for p in result.problems
+            if p.kind == "xla-resharding"}
+    result.problems += [p for p in reshard_problems(compiled, xla_warnings, layer_paths, plan,
+                                                    "train step", result.activations)
+                        if (p.layer, p.message.split(" efficiently")[0]) not in seen]
     if result.mode == "concrete":
         t = time.perf_counter()
         jax.block_until_ready(compiled(tv, ntv, ov, x))
