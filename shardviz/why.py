@@ -72,7 +72,7 @@ class Meeting:
             how = "(the batch layout Keras gives inputs)"
         elif self.via:
             how = ("(no /output rule: XLA propagated it from "
-                   + ", ".join(f"`{v}`, split by rule `{r}`" for v, r in self.via) + ")")
+                   + " and ".join(f"`{v}` (rule `{r}`)" for v, r in self.via) + ")")
         else:
             how = "(no /output rule: XLA chose it by propagation)"
         return f"`{self.name}`{shape} is {layout} {how}"
@@ -499,9 +499,14 @@ def explain_collective(report: Report, which: object, *, search: bool = True) ->
     tried = _try_all(report, row, meetings)
     good = [t for t in tried if t.removes]
     if not good:
-        reason = ("Every local change tried leaves at least as much communication"
-                  + (" (or more bytes on every device)" if tried else "")
-                  + ".")
+        if tried:
+            reason = ("Every local change tried leaves at least as much communication (or "
+                      "more bytes on every device).")
+        else:
+            reason = ("There is no local change to try: no rule or variable meets here, and "
+                      "the layouts come from XLA's propagation. Change the layer that produces "
+                      "the input (see the collectives before this one), or constrain it with "
+                      "an /output rule.")
         if row["kind"] in ("all-reduce", "reduce-scatter") and "price of splitting" in text:
             reason = ("None of the local changes helps: this reduction is the price of "
                       "splitting the contraction. Removing it means replicating the kernel "

@@ -1,0 +1,48 @@
+"""Explaining collectives: the time of ``report.why(i)`` on a transformer block,
+counterfactual compiles included.
+
+Run:  .venv/bin/python bench/bench_why.py
+
+Prints, for the Megatron transformer block and for the same block with
+``down/kernel`` split the wrong way, each collective's explanation time
+(the first call: nothing cached), how many plans it compiled, and whether
+it found a fix. Target: <= 5 s for each ``why()``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main() -> None:
+    import shardviz
+
+    shardviz.simulate_devices(8)
+    from shardviz import examples
+
+    plan = examples.transformer_plan(batch=2, model=4)
+    wrong = plan.with_rule_at(plan.rule_index(".*down/kernel"), axes=(None, "model"))
+    shardviz.analyze(examples.transformer_block, plan, inputs=(8, 16, 64))  # warm up JAX
+    worst = 0.0
+    for name, p in (("Megatron block", plan), ("down/kernel split wrongly", wrong)):
+        t = time.perf_counter()
+        report = shardviz.analyze(examples.transformer_block, p, inputs=(8, 16, 64))
+        analysed = time.perf_counter() - t
+        print(f"{name}: analyse {analysed:.2f} s, {len(report.collectives)} collectives")
+        for i, row in report.collectives.iterrows():
+            t = time.perf_counter()
+            why = report.why(i)
+            took = time.perf_counter() - t
+            worst = max(worst, took)
+            fix = f"fix: {why.fix_change}" if why.fix is not None else "no local fix"
+            print(f"  why({i}) {row['kind']:>10} at {row['layer']:<22} {took:5.2f} s, "
+                  f"{len(why.tried)} plans compiled; {fix}")
+    print(f"slowest why(): {worst:.2f} s (target <= 5 s)")
+
+
+if __name__ == "__main__":
+    main()
