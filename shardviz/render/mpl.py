@@ -643,3 +643,40 @@ def grid_figure(report, paths=None, columns: int = 5) -> ShardvizFigure:
     ax.labels(titles)
     header(fig, [(f"{n} variables — {_plan_line(report)}", 10, "bold", "black")])
     return fig
+
+
+def sweep_figure(frame) -> ShardvizFigure:
+    """A sweep (:func:`shardviz.sweep`): bytes per device and collective
+    bytes per mesh shape, side by side; meshes where the rules fail are
+    drawn empty with their error count."""
+    n = len(frame)
+    fig = new_figure(max(5.0, 1.1 * n + 2.0), 3.6)
+    ax = fig.add_axes((0.1, 0.28, 0.85, 0.52))
+    xs = np.arange(n)
+    ok = frame["errors"].to_numpy() == 0
+    memory = frame["bytes_per_device"].fillna(0).to_numpy(dtype=float)
+    comm = frame["collective_bytes"].fillna(0).to_numpy(dtype=float)
+    largest = max(memory.max() if n else 0.0, comm.max() if n else 0.0, 1.0)
+    scale, unit = _unit(largest)
+    ax.bar(xs - 0.2, np.where(ok, memory / scale, 0), 0.4, color=STACK_COLOURS["variables"],
+           label="bytes per device")
+    if frame["collective_bytes"].notna().any():
+        ax.bar(xs + 0.2, np.where(ok, comm / scale, 0), 0.4, color=KIND_COLOURS["all-reduce"],
+               label="collective bytes per device")
+    for x, good, errors in zip(xs, ok, frame["errors"]):
+        if not good:
+            ax.text(float(x), 0.02 * largest / scale, f"{errors} error{'s' if errors != 1 else ''}",
+                    ha="center", va="bottom", color="#CC3311", fontsize=8, rotation=90)
+    if "fits" in frame and frame["fits"].notna().any():
+        for x, fits in zip(xs, frame["fits"]):
+            if fits is False:
+                ax.text(float(x), largest / scale, "does not fit", ha="center", va="top",
+                        color="#CC3311", fontsize=7, rotation=90)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(frame["mesh"], fontsize=7, rotation=20, ha="right")
+    ax.set_ylabel(unit, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, frameon=False, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=2)
+    fig.text(0.02, 0.96, f"one rule set over {n} mesh shapes", fontsize=10, weight="bold",
+             va="top")
+    return fig

@@ -84,3 +84,11 @@ def compare_table(a: Report, b: Report, labels: tuple[str, str] = ("A", "B")) ->
         }
 
     return pd.DataFrame({labels[0]: column(a), labels[1]: column(b)})
+
+
+def show_sweep(frame: Any) -> ShardvizFigure:
+    """Draw a :func:`shardviz.sweep`: bytes per device and collective bytes
+    per mesh shape, and where the rules fail."""
+    from .mpl import sweep_figure
+
+    return sweep_figure(frame)

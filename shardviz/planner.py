@@ -1,0 +1,574 @@
+"""The planner: layout rules suggested from a model's structure, and sweeps
+of a rule set over mesh shapes.
+
+:func:`suggest` recognises what a strong engineer looks for, from shapes and
+layer kinds rather than names: Dense kernels that widen (column-parallel)
+paired with the ones that narrow back (row-parallel), attention projections
+with a heads dimension, embeddings, and everything large enough to split
+over the data axis (fully sharded). It writes those as few, readable rules,
+over every factorisation of the device count into ``batch`` × ``model``,
+ranks them by geometry first (bytes per device, and the communication the
+layouts imply, with no compile), then compiles the best few to confirm
+their memory and collectives. Every candidate says which of its figures a
+compiler gave and which are estimates.
+
+>>> import shardviz
+>>> from shardviz import examples
+>>> best = shardviz.suggest(examples.mlp, devices=8, inputs=(8, 16), top=3)[0]
+>>> best.compiled, best.report.errors
+(True, [])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import math
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from .errors import ShardvizError
+from .format import format_spec, human_bytes, human_seconds
+from .plan import Plan
+
+if TYPE_CHECKING:
+    from .model_scan import Scan
+    from .report import Report
+
+FSDP_MIN_BYTES = 64 * 1024
+"""Variables smaller than this stay replicated under fully sharded
+strategies: gathering them costs more latency than their memory is worth."""
+
+
+# ----------------------------------------------------------------- structure
+@dataclasses.dataclass(frozen=True)
+class Role:
+    """What a variable is for a tensor-parallel split."""
+
+    path: str
+    kind: str
+    """``"column"`` (a Dense kernel that widens), ``"row"`` (one that narrows
+    back), ``"column-bias"``, ``"heads-in"`` (an attention projection into
+    heads), ``"heads-in-bias"``, ``"heads-out"`` (the projection out of
+    heads), ``"embedding"``, or ``"other"``."""
+    dim: int | None
+    """The dim a tensor-parallel split goes on, or None."""
+    layer_class: str
+
+
+def roles(scan: Scan) -> list[Role]:
+    """Each variable's role, from its shape, its rank, its layer's class and
+    its layer's output rank; never from its name."""
+    by_layer: dict[str, tuple[str, int]] = {}
+    for o in scan.outputs:
+        rank = len(o.shapes[0]) if o.shapes else 0
+        by_layer.setdefault(o.layer_path, (o.layer_class, rank))
+    kernels: dict[str, Any] = {}
+    for v in scan.variables:
+        if v.trainable and len(v.shape) >= 2:
+            kernels.setdefault(v.layer, v)
+    out: list[Role] = []
+    square_seen = 0
+    for v in scan.variables:
+        layer_class, out_rank = by_layer.get(v.layer, ("", 0))
+        kernel = kernels.get(v.layer)
+        kind, dim = "other", None
+        if layer_class == "Embedding" and len(v.shape) == 2:
+            kind, dim = "embedding", 0
+        elif kernel is not None and v is kernel and len(v.shape) == 2:
+            d_in, d_out = v.shape
+            if d_out > d_in or (d_out == d_in and square_seen % 2 == 0):
+                kind, dim = "column", 1
+            else:
+                kind, dim = "row", 0
+            if d_out == d_in:
+                square_seen += 1
+        elif kernel is not None and v is kernel and len(v.shape) == 3:
+            if out_rank >= 4 or v.shape[0] > v.shape[1]:  # (d_model, heads, head_dim)
+                kind, dim = "heads-in", 1
+            else:  # (heads, head_dim, d_model)
+                kind, dim = "heads-out", 0
+        elif kernel is not None and v is not kernel and v.trainable:
+            k_role = next((r for r in out if r.path == kernel.path), None)
+            if k_role is not None and k_role.kind == "column" and v.shape == (kernel.shape[1],):
+                kind, dim = "column-bias", 0
+            elif k_role is not None and k_role.kind == "heads-in" and v.shape == kernel.shape[1:]:
+                kind, dim = "heads-in-bias", 0
+        out.append(Role(v.path, kind, dim, layer_class))
+    return out
+
+
+REASONS = {
+    "column": "column-parallel: `{layer}` splits its output features over `{axis}`, and the "
+              "row-parallel layer after it takes them as they are, so the pair costs one "
+              "all-reduce instead of two all-gathers",
+    "row": "row-parallel: `{layer}` contracts over features split over `{axis}`; one "
+           "all-reduce adds the partial sums (the price of the pair)",
+    "column-bias": "the bias of a column-parallel layer is split like its output features",
+    "heads-in": "attention split by heads: each device computes {per} of the {n} heads",
+    "heads-in-bias": "the bias of a head projection is split by heads, like its kernel",
+    "heads-out": "the output projection takes the heads as they are split (row-parallel): one "
+                 "all-reduce per attention block",
+    "embedding": "the embedding table is split by vocabulary over `{axis}`",
+    "fsdp": "fully sharded over `{axis}`: each device keeps 1/{k} of every large variable, and "
+            "XLA gathers one layer's weights when it runs",
+}
+
+
+def _divides(shape: Sequence[int], spec: Sequence, sizes: dict[str, int]) -> bool:
+    return all(n % math.prod(sizes[a] for a in (e if isinstance(e, tuple) else (e,)) if a) == 0
+               for n, e in zip(shape, spec))
+
+
+def tensor_parallel_specs(scan: Scan, axis: str, size: int) -> dict[str, tuple]:
+    """Megatron layouts over ``axis`` of ``size`` devices, for every variable
+    whose split dim divides; the rest are left out (replicated)."""
+    shapes = {v.path: v.shape for v in scan.variables}
+    specs: dict[str, tuple] = {}
+    for r in roles(scan):
+        if r.dim is None:
+            continue
+        shape = shapes[r.path]
+        spec = tuple(axis if d == r.dim else None for d in range(len(shape)))
+        if shape[r.dim] % size == 0:
+            specs[r.path] = spec
+    # A row layer without its column partner would all-gather: keep pairs whole.
+    return specs
+
+
+def fully_sharded_specs(scan: Scan, axis: str, size: int,
+                        specs: dict[str, tuple] | None = None,
+                        min_bytes: int = FSDP_MIN_BYTES) -> dict[str, tuple]:
+    """``specs`` with every variable of at least ``min_bytes`` also split
+    over ``axis`` on its largest free dim that divides."""
+    from .geometry import itemsize
+
+    out = dict(specs or {})
+    for v in scan.variables:
+        if v.size * itemsize(v.dtype) < min_bytes:
+            continue
+        spec = list(out.get(v.path, (None,) * len(v.shape)))
+        if axis in spec:
+            continue
+        free = sorted((d for d in range(len(v.shape)) if spec[d] is None
+                       and v.shape[d] % size == 0), key=lambda d: -v.shape[d])
+        if not free:
+            continue
+        spec[free[0]] = axis
+        out[v.path] = tuple(spec)
+    return out
+
+
+def _escape(text: str) -> str:
+    return re.sub(r"([.^$*+?{}\[\]|()\\])", r"\\\1", text)
+
+
+def rules_for(specs: dict[str, tuple], paths: Sequence[str]) -> list[tuple[str, tuple]]:
+    """Few, readable rules that give each path in ``specs`` its layout and
+    match no other path: ``.*up/kernel`` for every block's ``up`` kernel, and
+    ``.*(query|key|value)/kernel`` for siblings with one layout.
+
+    >>> rules_for({"b0/up/kernel": (None, "m"), "b1/up/kernel": (None, "m")},
+    ...           ["b0/up/kernel", "b1/up/kernel", "b0/down/kernel"])
+    [('.*up/kernel', (None, 'm'))]
+    """
+    def strip(spec):
+        spec = list(spec)
+        while spec and spec[-1] is None:
+            spec.pop()
+        return tuple(spec)
+
+    groups: dict[tuple, list[str]] = {}
+    for path, spec in specs.items():
+        groups.setdefault(tuple(spec), []).append(path)
+    out: list[tuple[str, tuple]] = []
+    for spec, members in groups.items():
+        if not strip(spec):
+            continue
+        remaining = list(members)
+        while remaining:
+            key, covered = _best_key(remaining, members, paths)
+            out.append((key, spec))
+            remaining = [p for p in remaining if p not in covered]
+    order = {p: i for i, p in enumerate(paths)}
+    out.sort(key=lambda kv: min(order.get(p, 0) for p in paths if re.fullmatch(kv[0], p)))
+    return out
+
+
+def _best_key(remaining: list[str], members: list[str], paths: Sequence[str]):
+    """The key that matches the most of ``remaining`` and nothing outside
+    ``members`` (the shortest among equals), and the paths it matches."""
+    allowed = set(members)
+    first = remaining[0]
+    parts = first.split("/")
+    tries = [_escape(first)]
+    for k in (1, 2, 3):
+        if k > len(parts):
+            continue
+        tail = "/".join(parts[-k:])
+        prefix = ".*" if k < len(parts) else ""
+        if prefix:
+            tries.append(prefix + _escape(tail))
+        # Numbered layers (block_0_q, block_1_q): one key for every number.
+        if re.search(r"\d", tail):
+            tries.append(prefix + re.sub(r"\d+", r"\\d+", _escape(tail)))
+    if len(parts) >= 2:
+        # Siblings: one leaf under several layers, e.g. (query|key|value)/kernel.
+        leaf = parts[-1]
+        siblings = sorted({p.split("/")[-2] for p in remaining
+                           if "/" in p and p.split("/")[-1] == leaf})
+        if len(siblings) > 1:
+            tries.append(".*(" + "|".join(_escape(x) for x in siblings) + ")/" + _escape(leaf))
+            generic = sorted({re.sub(r"\d+", r"\\d+", _escape(x)) for x in siblings})
+            if len(generic) < len(siblings):
+                tries.append(".*(" + "|".join(generic) + ")/" + _escape(leaf))
+    best: tuple | None = None
+    for key in tries:
+        pattern = re.compile(key)
+        hit = [p for p in paths if pattern.fullmatch(p)]
+        covered = [p for p in hit if p in remaining]
+        if not covered or not set(hit) <= allowed:
+            continue
+        score = (len(covered), -len(key))
+        if best is None or score > best[0]:
+            best = (score, key, hit)
+    if best is None:
+        return _escape(first), [first]
+    return best[1], best[2]
+
+
+# ----------------------------------------------------------------- candidates
+@dataclasses.dataclass
+class Candidate:
+    """One suggested plan, with its reasons and its figures."""
+
+    name: str
+    plan: Plan
+    reasons: dict[str, str]
+    """A short reason for each rule key."""
+    report: Report | None = None
+    bytes_per_device: int = 0
+    """Compiled memory per device (XLA's total) when ``compiled``, else the
+    variables' bytes per device (exact) plus nothing for activations."""
+    comm_bytes: int = 0
+    """Collective bytes per device per step: from the compiled program when
+    ``compiled``, else estimated from the layouts."""
+    seconds: float | None = None
+    """Estimated step time on the target (None without one)."""
+    compiled: bool = False
+    fits: bool = True
+    errors: int = 0
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def estimated(self) -> tuple[str, ...]:
+        """Which figures are estimates rather than a compiler's."""
+        out = ["seconds"] if self.seconds is not None else []
+        if not self.compiled:
+            out += ["bytes_per_device (variables only)", "comm_bytes"]
+        return tuple(out)
+
+    def row(self) -> dict:
+        return {"name": self.name, "mesh": _mesh_text(self.plan), "rules": len(self.plan.rules),
+                "bytes_per_device": self.bytes_per_device, "comm_bytes": self.comm_bytes,
+                "seconds": self.seconds, "fits": self.fits, "compiled": self.compiled,
+                "estimated": ", ".join(self.estimated) or "—"}
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        rules = "".join(f"<tr><td><code>{esc(k)}</code></td><td><code>{esc(format_spec(a))}</code>"
+                        f"</td><td>{esc(self.reasons.get(k, ''))}</td></tr>"
+                        for k, a in ((r.key, r.axes) for r in self.plan.rules))
+        return (f"<div><b>{esc(self.name)}</b> on {esc(_mesh_text(self.plan))}: "
+                f"{esc(human_bytes(self.bytes_per_device))} per device, "
+                f"{esc(human_bytes(self.comm_bytes))} communicated per device"
+                + (f", ~{esc(human_seconds(self.seconds))} per step" if self.seconds else "")
+                + ("" if self.compiled else " <i>(estimated, not compiled)</i>")
+                + f"<table>{rules}</table></div>")
+
+    def __str__(self) -> str:
+        lines = [f"{self.name} on {_mesh_text(self.plan)}: {human_bytes(self.bytes_per_device)} "
+                 f"per device, {human_bytes(self.comm_bytes)} communicated"
+                 + ("" if self.compiled else " (estimated)")]
+        for r in self.plan.rules:
+            lines.append(f"  {r.key!r}: {format_spec(r.axes)}  # {self.reasons.get(r.key, '')}")
+        return "\n".join(lines)
+
+
+def _mesh_text(plan: Plan) -> str:
+    return " × ".join(f"{a}={n}" for a, n in plan.mesh_dict.items())
+
+
+class Suggestions(list):
+    """Candidates, best first; shows itself as a table."""
+
+    @property
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([c.row() for c in self])
+
+    def _repr_html_(self) -> str:
+        frame = self.table.copy()
+        if len(frame):
+            frame["bytes_per_device"] = frame["bytes_per_device"].map(human_bytes)
+            frame["comm_bytes"] = frame["comm_bytes"].map(human_bytes)
+            frame["seconds"] = frame["seconds"].map(lambda s: human_seconds(s) if s else "—")
+        return frame.to_html(index=True, escape=True)
+
+    def __str__(self) -> str:
+        return "\n\n".join(f"[{i}] {c}" for i, c in enumerate(self))
+
+
+def factorisations(n: int) -> list[tuple[int, int]]:
+    """``(batch, model)`` pairs with ``batch * model == n``.
+
+    >>> factorisations(8)
+    [(8, 1), (4, 2), (2, 4), (1, 8)]
+    """
+    return [(n // m, m) for m in range(1, n + 1) if n % m == 0]
+
+
+def _strategies(scan: Scan, n: int) -> list[tuple[str, Plan, dict[str, str]]]:
+    paths = list(scan.variable_paths)
+    layer_of = {v.path: v.layer for v in scan.variables}
+    role_of = {r.path: r for r in roles(scan)}
+    out = []
+
+    def plan_of(mesh: dict[str, int], specs: dict[str, tuple], kinds: dict[str, str], axis_for):
+        rules = rules_for(specs, paths)
+        reasons = {}
+        for key, _ in rules:
+            member = next(p for p in paths if re.fullmatch(key, p))
+            kind = kinds.get(member, "fsdp")
+            role = role_of.get(member)
+            heads = None
+            if role is not None and role.kind in ("heads-in", "heads-in-bias"):
+                shape = next(v.shape for v in scan.variables if v.path == member)
+                heads = shape[role.dim] if role.dim is not None else None
+            axis = axis_for(kind)
+            size = mesh.get(axis, 1)
+            text = REASONS[kind].format(
+                layer=layer_of.get(member, member), axis=axis, k=size, n=heads,
+                per=f"{heads // size}" if heads else "some")
+            if kind != "fsdp" and "batch" in dict(rules)[key]:
+                text += "; and " + REASONS["fsdp"].format(axis="batch", k=mesh.get("batch", 1))
+            reasons[key] = text
+        return Plan(mesh, rules, batch_axis="batch"), reasons
+
+    for batch, model in factorisations(n):
+        mesh = {"batch": batch, "model": model}
+        tp = tensor_parallel_specs(scan, "model", model) if model > 1 else {}
+        kinds = {p: role_of[p].kind for p in tp}
+        tp_axis = lambda kind: "batch" if kind == "fsdp" else "model"  # noqa: E731
+        if model == 1:
+            out.append(("data parallel", *plan_of(mesh, {}, {}, tp_axis)))
+        else:
+            label = "tensor parallel" if batch == 1 else "data × tensor parallel"
+            out.append((label, *plan_of(mesh, tp, kinds, tp_axis)))
+        if batch > 1:
+            fs = fully_sharded_specs(scan, "batch", batch, tp)
+            if fs != tp:
+                label = "fully sharded" if model == 1 else "fully sharded × tensor parallel"
+                out.append((label, *plan_of(mesh, fs, kinds, tp_axis)))
+    return out
+
+
+def _estimated_comm(report: Report, scan: Scan, train_step: bool) -> int:
+    """Collective bytes per device per step implied by the layouts, with no
+    compile: an all-reduce of the output of every row-parallel layer, a
+    gather of every variable split over the batch axis (twice in a train
+    step), and in a train step the gradients of what the batch axis
+    replicates, reduced over it."""
+    plan = report.plan
+    batch = plan.mesh_dict.get("batch", 1)
+    variables = report.variables.set_index("path")
+    outputs = {o.layer_path: o for o in scan.outputs}
+    total = 0
+    for r in roles(scan):
+        spec: tuple = tuple(variables.loc[r.path, "spec"])  # type: ignore[arg-type]
+        if r.kind in ("row", "heads-out") and "model" in spec:
+            o = outputs.get(r.path.rpartition("/")[0])
+            if o is not None and o.shapes:  # activations taken as float32: an estimate
+                total += math.prod(o.shapes[0]) * 4 // max(batch, 1)
+    for _, row in variables.iterrows():
+        spec = tuple(row["spec"])
+        if "batch" in spec:
+            total += int(row["bytes_per_device"]) * batch * (2 if train_step else 1)
+        elif train_step and batch > 1 and row["trainable"]:
+            total += int(row["bytes_per_device"])
+    return total
+
+
+def suggest(model_or_builder: object, devices: int | None = None, target: str | None = None,
+            inputs: object = None, budget_bytes: int | None = None, train_step: bool = False,
+            top: int = 5, compile_top: int | None = None) -> Suggestions:
+    """Plans to try for a model, best first.
+
+    Candidates are data parallel, fully sharded, Megatron tensor parallel
+    (column and row Dense pairs, attention split by heads, embeddings split
+    by vocabulary) and their 2-D mixes, over every ``batch × model``
+    factorisation of ``devices``. Splits that do not divide are avoided.
+    They are ranked by geometry first (exact bytes per device of the
+    variables; communication estimated from the layouts), then the best
+    ``compile_top`` (default ``top + 2``) are compiled with ``inputs`` to
+    confirm memory and collectives. Each candidate says which of its
+    figures are estimates.
+
+    Args:
+        devices: the device count (default: the target's chips, or the
+            devices JAX has).
+        target: the hardware to plan for, as in :func:`~shardviz.analyze`.
+        inputs: model inputs; without them nothing is compiled.
+        budget_bytes: keep only candidates needing at most this many bytes
+            per device (XLA's total when compiled, else the variables').
+        train_step: plan for a training step rather than a forward pass.
+        top: how many candidates to return.
+    """
+    import jax
+
+    from .analysis import analyze
+    from .hardware import parse_target
+    from .model_scan import Scan
+    from .model_scan import scan as scan_model
+
+    hardware = parse_target(target)
+    n = devices if devices is not None else (
+        hardware.chips if not hardware.is_cpu else jax.device_count())
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ShardvizError(f"suggest(devices={devices!r}): give a positive device count.",
+                            hint="For example devices=8.")
+    scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
+        model_or_builder, inputs=inputs)
+    found = []
+    for name, plan, reasons in _strategies(scan, n):
+        report = analyze(scan, plan, target=target if not hardware.is_cpu else None)
+        if report.errors:
+            continue
+        c = Candidate(name, plan, reasons, report,
+                      bytes_per_device=report.variable_bytes_per_device,
+                      comm_bytes=_estimated_comm(report, scan, train_step),
+                      errors=len(report.errors))
+        found.append(c)
+    if budget_bytes is not None:
+        found = [c for c in found if c.bytes_per_device <= budget_bytes]
+    found.sort(key=lambda c: (c.comm_bytes, c.bytes_per_device, len(c.plan.rules)))
+    if inputs is not None:
+        confirmed = []
+        for c in found[: (compile_top or top + 2)]:
+            full = analyze(scan, c.plan, inputs=inputs, train_step=train_step, target=target)
+            if full.errors or full.trace is None:
+                c.notes.append("did not compile: " + (full.errors[0].message if full.errors
+                                                      else "no pass"))
+                continue
+            c.report, c.compiled = full, True
+            mem = full.memory
+            c.bytes_per_device = int(mem["total_bytes"].max()) if len(mem) else c.bytes_per_device
+            c.comm_bytes = int(full.collectives["bytes_per_device"].sum()) \
+                if len(full.collectives) else 0
+            if len(mem) and "fits" in mem and mem["fits"].notna().any():
+                c.fits = bool(mem["fits"].all())
+            est = full.estimate
+            if len(est):
+                parts = est[est["part"].isin(["compute", "memory", "collectives"])]
+                c.seconds = float(parts["seconds"].max()) + 0.0 if len(parts) else None
+            if budget_bytes is not None and c.bytes_per_device > budget_bytes:
+                continue
+            confirmed.append(c)
+        found = confirmed
+        found.sort(key=lambda c: (not c.fits, c.seconds if c.seconds is not None else 0.0,
+                                  c.comm_bytes, c.bytes_per_device))
+    return Suggestions(found[:top])
+
+
+# ----------------------------------------------------------------- sweep
+SWEEP_COLUMNS = ["mesh", "errors", "first_error", "bytes_per_device", "fits",
+                 "collective_bytes", "seconds", "compiled"]
+
+
+def _meshes(axes: Sequence[str], n: int) -> list[dict[str, int]]:
+    """Every assignment of sizes to ``axes`` whose product is ``n``."""
+    if len(axes) == 1:
+        return [{axes[0]: n}]
+    out = []
+    for k in range(1, n + 1):
+        if n % k == 0:
+            out += [{axes[0]: k, **rest} for rest in _meshes(axes[1:], n // k)]
+    return out
+
+
+def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
+          meshes: Sequence[dict[str, int]] | None = None, target: str | None = None,
+          inputs: object = None, train_step: bool = False, axes: Sequence[str] | None = None,
+          batch_axis: str | None = None) -> pd.DataFrame:
+    """One rule set over many mesh shapes: on which of them does it work, and
+    what does each cost?
+
+    Give ``meshes`` (dicts of axis sizes), or ``devices``: then every
+    assignment of sizes to the axes (default: the axes the rules name, with
+    ``batch`` first) whose product is ``devices``. With ``inputs`` each mesh
+    is compiled.
+
+    Returns a DataFrame, one row per mesh, with columns ``mesh``; ``errors``
+    (how many errors Keras or XLA would raise) and ``first_error`` (the
+    first one's message); ``bytes_per_device`` (XLA's total when compiled,
+    else the variables'); ``fits`` (on a target, or within nothing: None);
+    ``collective_bytes`` (per device, from the compiled program, else None);
+    ``seconds`` (estimated step time on a target); ``compiled``. Draw it
+    with :func:`shardviz.show_sweep`.
+    """
+    from .analysis import analyze
+    from .model_scan import Scan
+    from .model_scan import scan as scan_model
+    from .plan import Plan as PlanType
+
+    if isinstance(rules, PlanType):
+        base_rules: Any = [(r.key, r.axes) for r in rules.rules]
+        batch_axis = batch_axis or rules.batch_axis
+    elif isinstance(rules, dict):
+        base_rules = list(rules.items())
+    else:
+        base_rules = list(rules)
+    if meshes is None:
+        if devices is None:
+            raise ShardvizError("sweep() needs devices=N or meshes=[...].",
+                                hint="For example sweep(model, rules, devices=8).")
+        if axes is None:
+            named = []
+            for _, spec in base_rules:
+                for e in (spec if isinstance(spec, (tuple, list)) else (spec,)):
+                    for a in (e if isinstance(e, (tuple, list)) else (e,)):
+                        if a and a not in named:
+                            named.append(a)
+            axes = ["batch"] + [a for a in named if a != "batch"]
+        meshes = _meshes(list(axes), int(devices))
+    scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
+        model_or_builder, inputs=inputs)
+    rows = []
+    for mesh in meshes:
+        plan = mesh if isinstance(mesh, PlanType) else PlanType(
+            dict(mesh), [tuple(r) for r in base_rules], batch_axis=batch_axis)
+        report = analyze(scan, plan, inputs=inputs, train_step=train_step, target=target)
+        errors = report.errors
+        compiled = report.trace is not None
+        mem = report.memory
+        total = int(mem["total_bytes"].max()) if compiled and len(mem) else \
+            report.variable_bytes_per_device
+        fits = None
+        if len(mem) and mem["fits"].notna().any():
+            fits = bool(mem["fits"].all())
+        seconds = None
+        est = report.estimate
+        if len(est):
+            parts = est[est["part"].isin(["compute", "memory", "collectives"])]
+            seconds = float(parts["seconds"].max()) if len(parts) else None
+        rows.append({
+            "mesh": " × ".join(f"{a}={n}" for a, n in plan.mesh_dict.items()),
+            "errors": len(errors), "first_error": errors[0].message if errors else "",
+            "bytes_per_device": total, "fits": fits,
+            "collective_bytes": int(report.collectives["bytes_per_device"].sum())
+            if compiled else None,
+            "seconds": seconds, "compiled": compiled,
+        })
+    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)

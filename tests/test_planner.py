@@ -1,0 +1,122 @@
+"""The planner: suggested plans are real plans, reasoned, ranked, and within
+budget; sweeps say on which meshes a rule set works."""
+
+import re
+
+import pytest
+
+import shardviz
+from shardviz import Plan, ShardvizError, examples
+from shardviz.planner import roles, rules_for
+
+
+def builds_under(plan, builder):
+    """Keras accepts the plan: the model builds inside its distribution."""
+    with plan.to_keras().scope():
+        builder()
+    return True
+
+
+def test_the_mlps_top_candidate_is_megatron_paired_or_beats_it():
+    found = shardviz.suggest(examples.mlp, devices=8, inputs=(8, 16), top=6)
+    assert len(found) >= 3
+    megatron = [c for c in found if c.plan.mesh_dict.get("model", 1) > 1]
+    assert megatron, "a tensor-parallel candidate"
+    for c in megatron:  # a Megatron pair costs exactly one all-reduce
+        kinds = c.report.collectives["kind"].tolist()
+        assert kinds == ["all-reduce"], (c.name, kinds)
+        keys = {r.key: r.axes for r in c.plan.rules}
+        assert keys["up/kernel"] == (None, "model") and keys["down/kernel"] == ("model", None)
+    best = found[0]
+    assert best in megatron or all(best.comm_bytes <= c.comm_bytes for c in megatron)
+    for c in found:
+        assert c.compiled and c.report.errors == [] and c.estimated == ()
+        assert builds_under(c.plan, examples.mlp)
+        assert all(c.reasons.get(r.key) for r in c.plan.rules)
+    assert "data parallel" in found._repr_html_() and "comm_bytes" in found.table
+
+
+def test_under_a_budget_data_parallel_misses_every_candidate_fits():
+    everything = shardviz.suggest(examples.transformer_block, devices=8, inputs=(8, 16, 64),
+                                  top=10)
+    data_parallel = next(c for c in everything if c.name == "data parallel")
+    budget = data_parallel.bytes_per_device - 1
+    within = shardviz.suggest(examples.transformer_block, devices=8, inputs=(8, 16, 64),
+                              budget_bytes=budget, top=10)
+    assert within and all(c.bytes_per_device <= budget for c in within)
+    assert all(c.name != "data parallel" for c in within)
+    for c in within:
+        # The compiled figure is XLA's own total for that plan.
+        assert c.bytes_per_device == int(c.report.memory["total_bytes"].max())
+
+
+def test_heads_that_do_not_divide_are_never_split():
+    def six_heads():
+        return examples.transformer_block(d_model=48, heads=6)
+
+    found = shardviz.suggest(six_heads, devices=8, top=10)
+    assert found
+    split_over = set()
+    for c in found:
+        assert not c.report.errors
+        model = c.plan.mesh_dict.get("model", 1)
+        for path in ("attn/query/kernel", "attn/key/kernel", "attn/value/kernel",
+                     "attn/attention_output/kernel"):
+            spec = tuple(c.report.variables.set_index("path").loc[path, "spec"])
+            if "model" in spec:  # 6 heads split over 2 devices, never over 4 or 8
+                assert 6 % model == 0, (c.name, path, spec)
+                split_over.add(model)
+        assert builds_under(c.plan, six_heads)
+        assert "bytes_per_device (variables only)" in c.estimated  # nothing compiled
+    assert split_over == {2}
+
+
+def test_roles_come_from_shapes_not_names():
+    def renamed():
+        import keras
+
+        x = keras.Input((16,))
+        h = keras.layers.Dense(64, name="alpha")(x)
+        return keras.Model(x, keras.layers.Dense(16, name="omega")(h))
+
+    kinds = {r.path.split("/")[-2] + "/" + r.path.split("/")[-1]: r.kind
+             for r in roles(shardviz.scan(renamed))}
+    assert kinds["alpha/kernel"] == "column" and kinds["omega/kernel"] == "row"
+    assert kinds["alpha/bias"] == "column-bias" and kinds["omega/bias"] == "other"
+
+
+def test_rules_are_few_readable_and_exact():
+    paths = [f"block_{i}_{name}/kernel" for i in range(4) for name in ("q", "k", "up")]
+    specs = {p: (None, "m") for p in paths if "_up/" in p}
+    rules = rules_for(specs, paths)
+    assert rules == [(r"block_\d+_up/kernel", (None, "m"))]
+    llama = shardviz.suggest(examples.llama, devices=8, top=3)
+    for c in llama:
+        assert len(c.plan.rules) <= 8, c.plan
+        for rule in c.plan.rules:
+            assert any(re.fullmatch(rule.key, p) for p in c.report.paths)
+
+
+def test_sweep_says_where_a_rule_set_works():
+    frame = shardviz.sweep(examples.transformer_block, examples.transformer_plan(), devices=64)
+    assert frame["mesh"].tolist()[0] == "batch=1 × model=64"
+    assert len(frame) == 7
+    bad = frame[frame["errors"] > 0]
+    assert set(bad["mesh"]) == {"batch=1 × model=64", "batch=2 × model=32",
+                                "batch=4 × model=16"}
+    assert all("does not divide" in m for m in bad["first_error"])
+    good = frame[frame["errors"] == 0]
+    assert good["bytes_per_device"].is_monotonic_increasing  # less model split, more bytes
+    compiled = shardviz.sweep(examples.mlp, {".*up/kernel": (None, "model"),
+                                             ".*down/kernel": ("model", None)},
+                              devices=8, inputs=(8, 16))
+    assert compiled["compiled"].all()
+    assert compiled.set_index("mesh").loc["batch=8 × model=1", "collective_bytes"] == 0
+    assert shardviz.show_sweep(compiled)._repr_png_()[:4] == b"\x89PNG"
+
+
+def test_bad_requests_get_clear_errors():
+    with pytest.raises(ShardvizError, match="devices=N or meshes"):
+        shardviz.sweep(examples.mlp, Plan.data_parallel(8))
+    with pytest.raises(ShardvizError, match="positive device count"):
+        shardviz.suggest(examples.mlp, devices=0)
