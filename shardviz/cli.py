@@ -25,6 +25,7 @@ import sys
 import time
 
 from . import __version__
+from .format import human_bytes
 from .errors import KINDS, SEVERITIES, ShardvizError
 from .plan import AXIS_NAME, check_axis_name
 
@@ -55,6 +56,15 @@ EXIT_CODES = """exit codes:
      failed), or a guard failed; --fail-on never ignores the report's errors
   2  a usage error: a bad option, a missing builder, an unreadable plan file,
      an output file that cannot be written"""
+
+SUGGEST_EXIT_CODES = """exit codes:
+  0  plans were found (the best is written with --plan-out)
+  1  no plan fits the budget or the target
+  2  a usage error"""
+SWEEP_EXIT_CODES = """exit codes:
+  0  the rules work on at least one mesh shape
+  1  they fail on every mesh shape
+  2  a usage error"""
 
 
 # ---------------------------------------------------------------- parsing
@@ -124,7 +134,7 @@ def parse_inputs(text: str):
     return jax.ShapeDtypeStruct(tuple(int(d) for d in shape_text.split("x")), dtype)
 
 
-def parse_bytes(text: str) -> int:
+def parse_bytes(text: str, flag: str = "--max-replicated-bytes") -> int:
     """``"64MB"`` as bytes (KB, MB, GB are powers of 1000; KiB, MiB, GiB of 1024).
 
     >>> parse_bytes("64MB"), parse_bytes("1GiB"), parse_bytes("512")
@@ -132,7 +142,7 @@ def parse_bytes(text: str) -> int:
     """
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
     if not m or m.group(2).lower() not in UNITS:
-        raise UsageError(f"--max-replicated-bytes {text!r} is not a size like 64MB or 2GiB")
+        raise UsageError(f"{flag} {text!r} is not a size like 64MB or 2GiB")
     return int(float(m.group(1)) * UNITS[m.group(2).lower()])
 
 
@@ -393,6 +403,108 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def _start(args) -> None:
+    from . import simulate_devices
+    from .devices import cpu_only
+
+    if getattr(args, "simulate", None) is not None:
+        try:
+            simulate_devices(args.simulate)
+        except ShardvizError as e:
+            raise UsageError.of(e, f"--devices {args.simulate}: ") from None
+    else:
+        cpu_only()
+
+
+def _inputs(args):
+    inputs = [parse_inputs(t) for t in args.inputs or []]
+    return (inputs[0] if len(inputs) == 1 else inputs) or None
+
+
+def cmd_suggest(args) -> int:
+    """``shardviz suggest``: ranked plans, and the best one written out."""
+    from .planner import suggest
+
+    if args.devices is not None and args.devices < 1:
+        raise UsageError(f"--devices {args.devices}: give a positive device count")
+    if args.plan_out:
+        _check_writable(args.plan_out, "--plan-out")
+    # Compiling needs the devices; without a target the CPUs are simulated.
+    args.simulate = args.devices if (args.inputs and not args.target) else None
+    _start(args)
+    budget = parse_bytes(args.budget, "--budget") if args.budget else None
+    builder = load_builder(args.builder)
+    progress = Progress(args.quiet)
+    try:
+        progress("recognising the model's structure and ranking plans")
+        found = suggest(builder, devices=args.devices, target=args.target, inputs=_inputs(args),
+                        budget_bytes=budget, train_step=args.train_step, top=args.top)
+    except ShardvizError as e:
+        raise UsageError.of(e) from None
+    finally:
+        progress.stop()
+    if not found:
+        print("No plan fits" + (f" within {args.budget}" if budget else "") + ".")
+        return 1
+    print(found.table.to_string())
+    if not args.quiet:
+        print()
+        print(found)
+    if args.plan_out:
+        with open(args.plan_out, "w", encoding="utf-8") as f:
+            f.write(found[0].plan.to_json())
+        if not args.quiet:
+            print(f"\nshardviz: wrote the best plan ({found[0].name}) to {args.plan_out}",
+                  file=sys.stderr)
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    """``shardviz sweep``: one rule set over every mesh shape."""
+    from .planner import sweep
+
+    if args.devices is None or args.devices < 1:
+        raise UsageError("give --devices N, the device count to sweep mesh shapes over")
+    rules = [parse_rule(r) for r in args.rule or []]
+    if not rules and not args.plan:
+        raise UsageError("give the rules to sweep: --rule KEY=AXES (repeatable) or --plan plan.json")
+    if args.plan:
+        args.mesh = None
+        plan = build_plan(args)
+        rules = [(r.key, r.axes) for r in plan.rules]
+    if args.png:
+        _check_writable(args.png, "--png")
+    args.simulate = args.devices if (args.inputs and not args.target) else None
+    _start(args)
+    builder = load_builder(args.builder)
+    progress = Progress(args.quiet)
+    try:
+        progress(f"analysing the rules on every mesh of {args.devices} devices")
+        frame = sweep(builder, rules, devices=args.devices, target=args.target,
+                      inputs=_inputs(args), batch_axis=args.batch_axis)
+    except ShardvizError as e:
+        raise UsageError.of(e) from None
+    finally:
+        progress.stop()
+    shown = frame.copy()
+    shown["bytes_per_device"] = shown["bytes_per_device"].map(human_bytes)
+    shown["collective_bytes"] = shown["collective_bytes"].map(
+        lambda b: "—" if b is None or b != b else human_bytes(int(b)))
+    shown["first_error"] = shown["first_error"].map(lambda t: t if len(t) < 70 else t[:67] + "…")
+    print(shown.to_string(index=False))
+    if args.png:
+        from .render.pictures import show_sweep
+
+        show_sweep(frame).savefig(args.png, format="png")
+    return 1 if frame["errors"].gt(0).all() else 0
+
+
+def _check_writable(path: str, flag: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        raise UsageError(f"{flag} {path!r}: cannot write there")
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shardviz",
@@ -447,6 +559,41 @@ def make_parser() -> argparse.ArgumentParser:
                           description="Analyse a built-in tensor-parallel transformer block on 8 "
                           "simulated devices and write an HTML report.")
     _outputs(demo, html_default="demo-report.html")
+
+    suggest = sub.add_parser(
+        "suggest", help="suggest plans for a model, best first",
+        description="Recognise the model's structure (column and row Dense pairs, attention "
+        "heads, embeddings) and suggest data-parallel, fully sharded, tensor-parallel and 2-D "
+        "plans over every factorisation of the device count; with --inputs the best are "
+        "compiled to confirm memory and collectives.",
+        epilog=SUGGEST_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    suggest.add_argument("builder", metavar="MODULE_OR_FILE:BUILDER")
+    suggest.add_argument("--devices", type=int, metavar="N",
+                         help="the device count to plan for (simulated when compiling)")
+    suggest.add_argument("--target", metavar="NAME", help="e.g. v5e:4x4 or h100:8")
+    suggest.add_argument("--inputs", action="append", metavar="SHAPE[:DTYPE]",
+                         help="compile the best plans with these inputs, e.g. 8x128:int32")
+    suggest.add_argument("--budget", metavar="SIZE", help="bytes per device, e.g. 12GB")
+    suggest.add_argument("--train-step", action="store_true", help="plan for a training step")
+    suggest.add_argument("--top", type=int, default=5, metavar="K", help="how many (default 5)")
+    suggest.add_argument("--plan-out", metavar="PLAN.JSON", help="write the best plan here")
+    suggest.add_argument("-q", "--quiet", action="store_true", help="print only the table")
+
+    sweep = sub.add_parser(
+        "sweep", help="run one rule set over every mesh shape of N devices",
+        description="On which mesh shapes does a rule set work, and what does each cost?",
+        epilog=SWEEP_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sweep.add_argument("builder", metavar="MODULE_OR_FILE:BUILDER")
+    sweep.add_argument("--rule", action="append", metavar="KEY=AXES",
+                       help="a layout rule, repeatable")
+    sweep.add_argument("--plan", metavar="PLAN.JSON", help="take the rules from a plan file")
+    sweep.add_argument("--batch-axis", metavar="AXIS", help="default: the first mesh axis")
+    sweep.add_argument("--devices", type=int, metavar="N", help="the device count")
+    sweep.add_argument("--target", metavar="NAME", help="e.g. v5e:4x4")
+    sweep.add_argument("--inputs", action="append", metavar="SHAPE[:DTYPE]",
+                       help="compile every mesh with these inputs")
+    sweep.add_argument("--png", metavar="FILE.png", help="draw the sweep to a PNG file")
+    sweep.add_argument("-q", "--quiet", action="store_true", help="print only the table")
     return parser
 
 
@@ -469,7 +616,8 @@ def main(argv=None) -> int:
         return 2
     os.environ.setdefault("KERAS_BACKEND", "jax")
     try:
-        return {"report": cmd_report, "demo": cmd_demo}[args.command](args)
+        return {"report": cmd_report, "demo": cmd_demo, "suggest": cmd_suggest,
+                "sweep": cmd_sweep}[args.command](args)
     except UsageError as e:
         print(e.line(), file=sys.stderr)
         return 2

@@ -8,6 +8,9 @@ import pytest
 
 import shardviz
 from shardviz import Plan, ShardvizError, examples
+from shardviz.widgets.explorer import TABS
+
+EXPORT = TABS.index("Export")
 
 
 @pytest.fixture
@@ -188,8 +191,8 @@ def test_picker_filters_and_shows_activations(app):
 
 
 def test_export_python_and_json(app):
-    app.tabs.selected_index = 5
-    app.tabs.children[5].children[0].children[0].click()
+    app.tabs.selected_index = shardviz.widgets.explorer.TABS.index("Export")
+    app.tabs.children[EXPORT].children[0].children[0].click()
     namespace = {}
     exec(app.python_code.value, namespace)
     assert Plan.from_keras(namespace["distribution"]) == app.plan
@@ -197,10 +200,10 @@ def test_export_python_and_json(app):
     assert "download=\"plan.json\"" in app.download.value
     other = Plan({"batch": 8})
     app.json_text.value = other.to_json()
-    app.tabs.children[5].children[4].children[0].click()
+    app.tabs.children[EXPORT].children[4].children[0].click()
     assert app.plan == other and "plan loaded" in text(app.export_message)
     app.json_text.value = "{not json"
-    app.tabs.children[5].children[4].children[0].click()
+    app.tabs.children[EXPORT].children[4].children[0].click()
     assert app.plan == other and "not valid JSON" in text(app.export_message)
     upload = examples.megatron_plan().to_json().encode()
     app.upload.value = ({"name": "plan.json", "type": "application/json", "size": len(upload),
@@ -283,7 +286,7 @@ def test_the_explorer_is_a_widget_with_a_plan_trait():
     app.redo()
     app.set_plan(Plan.data_parallel(8))
     app.json_text.value = examples.megatron_plan().to_json()
-    app.tabs.children[5].children[4].children[0].click()     # Load JSON
+    app.tabs.children[EXPORT].children[4].children[0].click()     # Load JSON
     assert len(seen) == 5 and seen[-1] == examples.megatron_plan() == app.plan
     assert seen[0].rules[0].key == "up/kernel" and seen[3] == Plan.data_parallel(8)
     app.plan = Plan({"batch": 8})                            # assigning the trait applies it
@@ -328,14 +331,14 @@ def test_a_failed_pass_clears_and_auto_run_resumes_when_the_plan_is_valid_again(
 
 
 def test_pasted_json_survives_any_re_render(app):
-    app.tabs.selected_index = 5                                # Export
+    app.tabs.selected_index = shardviz.widgets.explorer.TABS.index("Export")
     pasted = Plan({"batch": 8}).to_json()
     app.json_text.value = pasted
     app.run()                                                  # re-renders the visible tab
     key_box(app, 0).value = "up/kernel"                        # an unrelated edit
     app.undo()
     assert app.json_text.value == pasted and "kept" in text(app.json_note)
-    app.tabs.children[5].children[4].children[0].click()       # Load JSON
+    app.tabs.children[EXPORT].children[4].children[0].click()       # Load JSON
     assert app.plan == Plan({"batch": 8}) and "Load JSON: plan loaded" in text(app.export_message)
 
 
@@ -345,10 +348,10 @@ def test_load_errors_name_their_subject_and_clear_after_a_success(app):
                          "last_modified": datetime.datetime(2026, 1, 1)},)
     assert "Open file 'model.bin' failed: it is not UTF-8" in text(app.export_message)
     app.json_text.value = "{not json"
-    app.tabs.children[5].children[4].children[0].click()
+    app.tabs.children[EXPORT].children[4].children[0].click()
     assert ">Load JSON failed: The plan is not valid JSON" in text(app.export_message)
     app.json_text.value = Plan({"batch": 8}).to_json()
-    app.tabs.children[5].children[4].children[0].click()
+    app.tabs.children[EXPORT].children[4].children[0].click()
     assert "failed" not in text(app.export_message) and text(app.error) == ""
 
 
@@ -408,3 +411,21 @@ def test_a_megatron_all_reduce_offers_no_fix(app):
     app.why_select.value = 0
     assert "price of splitting" in text(app.why_html)
     assert app.fix_button.disabled
+
+
+def test_the_suggest_tab_lists_plans_shows_the_diff_and_applies_one(app):
+    app.tabs.selected_index = shardviz.widgets.explorer.TABS.index("Suggest")
+    app.suggest_button.click()
+    assert "plans for 8 devices, best first" in text(app.suggest_note)
+    assert "data parallel" in app.suggest_table.value
+    labels = [label for label, _ in app.suggest_select.options]
+    choice = next(i for i, label in enumerate(labels) if "data parallel" in label) - 1
+    app.suggest_select.value = choice
+    diff = text(app.suggest_diff)
+    assert "mesh: batch=2 × model=4 → batch=8 × model=1" in diff
+    assert "- rule '.*up/kernel'" in diff
+    before = app.plan
+    app.suggest_apply.click()
+    assert app.plan.mesh_dict == {"batch": 8, "model": 1} and not app.plan.rules
+    app.undo()
+    assert app.plan == before

@@ -33,7 +33,7 @@ from .mesh import MeshEditor
 from .rules import RuleEditor
 from .state import ExplorerState
 
-TABS = ("Tensor", "Variables", "Problems", "Memory", "Communication", "Export")
+TABS = ("Tensor", "Variables", "Problems", "Memory", "Communication", "Suggest", "Export")
 AUTO = -1  # the dim choosers' "auto" (None would read as "nothing selected")
 STAGES = ("placing", "tracing", "compiling", "running", "train step", "done")
 
@@ -370,12 +370,30 @@ class Explorer(widgets.VBox):
             self.json_text, W.HBox([load_json, self.upload, self.download]), self.json_note,
             self.export_message,
         ])
+        # Suggest
+        self.suggest_button = W.Button(description="Suggest plans", icon="lightbulb-o",
+                                       layout=W.Layout(width="160px", min_width="160px"))
+        self.suggest_button.on_click(lambda _: self._guarded(self._suggest))
+        self.suggest_note = W.HTML()
+        self.suggest_table = W.HTML()
+        self.suggest_select = W.Dropdown(options=[("choose a plan…", None)], value=None,
+                                         description="Plan", layout=W.Layout(width="460px"))
+        self.suggest_select.observe(lambda _: self._guarded(self._show_suggestion), "value")
+        self.suggest_diff = W.HTML()
+        self.suggest_apply = W.Button(description="Apply plan", icon="check", disabled=True,
+                                      tooltip="Replace the plan with this one (Undo takes it back)",
+                                      layout=W.Layout(width="130px", min_width="130px"))
+        self.suggest_apply.on_click(lambda _: self._guarded(self._apply_suggestion))
+        self._suggestions: list = []
+        suggest_tab = W.VBox([
+            W.HBox([self.suggest_button, self.suggest_note]), self.suggest_table,
+            W.HBox([self.suggest_select, self.suggest_apply]), self.suggest_diff])
         self.tabs = W.Tab(children=[
             tensor_tab, self.variables_table, self.problems_table,
             W.VBox([self.memory_note, self.memory_picture]),
             W.VBox([self.comm_note, self.comm_table,
                     W.HBox([self.why_select, self.fix_button]), self.why_html,
-                    self.flow_picture]), export_tab,
+                    self.flow_picture]), suggest_tab, export_tab,
         ])
         self.tabs.titles = TABS
         self.tabs.observe(lambda _: self._guarded(self._render_visible), "selected_index")
@@ -571,6 +589,61 @@ class Explorer(widgets.VBox):
         refused = self.propose(lambda _: why.fix)
         if refused:
             self._show_error(refused)
+
+    def _render_suggest(self):
+        if not self._suggestions:
+            self.suggest_note.value = note_html(
+                f"Plans for the {self.state.plan.mesh_size} devices of this mesh, from the "
+                "model's structure" + (", compiled with the inputs to confirm them."
+                                        if self.state.inputs is not None else "."))
+        self._show_suggestion()
+
+    # ------------------------------------------------------------ suggestions
+    def _suggest(self):
+        from ..planner import suggest
+
+        n = self.state.plan.mesh_size
+        self.suggest_note.value = note_html(f"Looking for plans for {n} devices…")
+        target = self.target if self.target and self.target != "cpu" else None
+        found = suggest(self.scan, devices=n, inputs=self.state.inputs, target=target,
+                        train_step=self.state.train_step)
+        self._suggestions = list(found)
+        self.suggest_table.value = styled(found._repr_html_())
+        self.suggest_note.value = note_html(
+            f"{len(found)} plans for {n} devices, best first"
+            + ("" if self.state.inputs is not None else
+               " (estimated: give the Explorer inputs=... to compile them)") + ".")
+        self.suggest_select.options = [("choose a plan…", None)] + [
+            (f"[{i}] {c.name} on {' × '.join(f'{a}={k}' for a, k in c.plan.mesh_dict.items())}",
+             i) for i, c in enumerate(found)]
+        self.suggest_select.value = 0 if found else None
+
+    def _show_suggestion(self):
+        from ..planner import plan_diff
+
+        index = self.suggest_select.value
+        if index is None or index >= len(self._suggestions):
+            self.suggest_diff.value = ""
+            self.suggest_apply.disabled = True
+            return
+        chosen = self._suggestions[index]
+        lines = plan_diff(self.state.plan, chosen.plan)
+        reasons = "".join(f"<li><code>{html.escape(k)}</code>: {html.escape(r)}</li>"
+                          for k, r in chosen.reasons.items())
+        self.suggest_diff.value = styled(
+            "<b>Changes to the current plan</b><pre>" + html.escape("\n".join(lines)) + "</pre>"
+            + (f"<b>Why</b><ul>{reasons}</ul>" if reasons else ""))
+        self.suggest_apply.disabled = lines == ["no change"]
+
+    def _apply_suggestion(self):
+        """Apply the chosen plan as one edit (Undo takes it back)."""
+        index = self.suggest_select.value
+        if index is None or index >= len(self._suggestions):
+            return
+        refused = self.propose(lambda _: self._suggestions[index].plan)
+        if refused:
+            self._show_error(refused)
+        self._show_suggestion()
 
     def _render_export(self):
         current = self.state.plan.to_json()
