@@ -25,8 +25,8 @@ import sys
 import time
 
 from . import __version__
-from .format import human_bytes
 from .errors import KINDS, SEVERITIES, ShardvizError
+from .format import human_bytes
 from .plan import AXIS_NAME, check_axis_name
 
 UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
