@@ -490,8 +490,12 @@ def cmd_sweep(args) -> int:
     shown["bytes_per_device"] = shown["bytes_per_device"].map(human_bytes)
     shown["collective_bytes"] = shown["collective_bytes"].map(
         lambda b: "—" if b is None or b != b else human_bytes(int(b)))
-    shown["first_error"] = shown["first_error"].map(lambda t: t if len(t) < 70 else t[:67] + "…")
-    print(shown.to_string(index=False))
+    print(shown.drop(columns=["first_error"]).to_string(index=False))
+    failing = frame[frame["errors"] > 0]
+    if len(failing) and not args.quiet:
+        print("\nThe first error on each mesh where the rules fail:")
+        for mesh, message in zip(failing["mesh"], failing["first_error"]):
+            print(f"  {mesh}: {message}")
     if args.png:
         from .render.pictures import show_sweep
 

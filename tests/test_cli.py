@@ -223,3 +223,31 @@ def test_explain_without_inputs_says_why_there_is_nothing():
     out = run(*MLP, *MEGATRON, "--explain")
     assert out.returncode == 0, out.stderr
     assert "No collectives to explain: the forward pass did not run (pass --inputs)." in out.stdout
+
+
+def test_suggest_writes_the_best_plan_and_it_is_a_plan_keras_accepts(tmp_path):
+    best = tmp_path / "best.json"
+    out = run("suggest", "shardviz.examples:mlp", "--devices", "8", "--inputs", "8x16",
+              "--plan-out", str(best), "--top", "3")
+    assert out.returncode == 0, out.stderr
+    assert "data parallel" in out.stdout and "comm_bytes" in out.stdout
+    plan = shardviz.Plan.from_json(best.read_text())
+    report = shardviz.analyze(examples.mlp, plan)
+    assert report.errors == []
+
+
+def test_suggest_with_a_budget_nothing_meets_exits_1():
+    out = run("suggest", "shardviz.examples:mlp", "--devices", "8", "--budget", "16")
+    assert out.returncode == 1 and "No plan fits within 16" in out.stdout
+
+
+def test_sweep_prints_every_mesh_and_draws_it(tmp_path):
+    png = tmp_path / "sweep.png"
+    out = run("sweep", "shardviz.examples:transformer_block", "--devices", "64",
+              "--rule", ".*attn/(query|key|value)/kernel=None,model,None", "--png", str(png))
+    assert out.returncode == 0, out.stderr
+    table = out.stdout.split("\n\n")[0].strip().splitlines()
+    assert len(table) == 1 + 7 and "batch=8 × model=8" in out.stdout
+    assert "does not divide" in out.stdout
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert run("sweep", "shardviz.examples:mlp", "--devices", "8").returncode == 2
