@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from .model_scan import Scan
     from .report import Report
 
+TIGHT = 0.75
+"""Above this share of a chip's memory taken by variables alone, an
+uncompiled candidate is ranked after the others: activations, temporaries
+and the optimizer need the rest."""
 FSDP_MIN_BYTES = 64 * 1024
 """Variables smaller than this stay replicated under fully sharded
 strategies: gathering them costs more latency than their memory is worth."""
@@ -102,13 +106,13 @@ def roles(scan: Scan) -> list[Role]:
 
 
 REASONS = {
-    "column": "column-parallel: `{layer}` splits its output features over `{axis}`, and the "
-              "row-parallel layer after it takes them as they are, so the pair costs one "
-              "all-reduce instead of two all-gathers",
-    "row": "row-parallel: `{layer}` contracts over features split over `{axis}`; one "
-           "all-reduce adds the partial sums (the price of the pair)",
+    "column": "column-parallel: {layers} split{s} the output features over `{axis}`, and the "
+              "row-parallel layer after takes them as they are, so a pair costs one all-reduce "
+              "instead of two all-gathers",
+    "row": "row-parallel: {layers} contract{s} over features split over `{axis}`; one all-reduce "
+           "adds the partial sums (the price of the pair)",
     "column-bias": "the bias of a column-parallel layer is split like its output features",
-    "heads-in": "attention split by heads: each device computes {per} of the {n} heads",
+    "heads-in": "attention split by heads over `{axis}`: {heads}",
     "heads-in-bias": "the bias of a head projection is split by heads, like its kernel",
     "heads-out": "the output projection takes the heads as they are split (row-parallel): one "
                  "all-reduce per attention block",
@@ -261,6 +265,9 @@ class Candidate:
     compiled: bool = False
     fits: bool = True
     errors: int = 0
+    tight: bool = False
+    """Not compiled, and its variables alone take more than :data:`TIGHT` of
+    a chip's memory: ranked after the candidates with room to spare."""
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -273,6 +280,7 @@ class Candidate:
 
     def row(self) -> dict:
         return {"name": self.name, "mesh": _mesh_text(self.plan), "rules": len(self.plan.rules),
+                "note": "; ".join(self.notes) or "—",
                 "bytes_per_device": self.bytes_per_device, "comm_bytes": self.comm_bytes,
                 "seconds": self.seconds, "fits": self.fits, "compiled": self.compiled,
                 "estimated": ", ".join(self.estimated) or "—"}
@@ -339,19 +347,25 @@ def _strategies(scan: Scan, n: int) -> list[tuple[str, Plan, dict[str, str]]]:
     def plan_of(mesh: dict[str, int], specs: dict[str, tuple], kinds: dict[str, str], axis_for):
         rules = rules_for(specs, paths)
         reasons = {}
+        shape_of = {v.path: v.shape for v in scan.variables}
         for key, _ in rules:
-            member = next(p for p in paths if re.fullmatch(key, p))
+            matched = [p for p in paths if re.fullmatch(key, p)]
+            member = matched[0]
             kind = kinds.get(member, "fsdp")
             role = role_of.get(member)
-            heads = None
-            if role is not None and role.kind in ("heads-in", "heads-in-bias"):
-                shape = next(v.shape for v in scan.variables if v.path == member)
-                heads = shape[role.dim] if role.dim is not None else None
             axis = axis_for(kind)
             size = mesh.get(axis, 1)
-            text = REASONS[kind].format(
-                layer=layer_of.get(member, member), axis=axis, k=size, n=heads,
-                per=f"{heads // size}" if heads else "some")
+            counts = {shape_of[p][role.dim] for p in matched
+                      if role is not None and role.dim is not None
+                      and role.kind in ("heads-in", "heads-in-bias")}
+            heads = counts.pop() if len(counts) == 1 else None
+            heads_text = (f"each device computes {heads // size} of the {heads} heads" if heads
+                          else f"each device computes 1/{size} of each layer's heads")
+            layers = sorted({layer_of[p] for p in matched})
+            layers_text = (f"`{layers[0]}`" if len(layers) == 1 else
+                           f"`{layers[0]}` and {len(layers) - 1} more like it")
+            text = REASONS[kind].format(layers=layers_text, s="s" if len(layers) == 1 else "",
+                                        axis=axis, k=size, heads=heads_text)
             if kind != "fsdp" and "batch" in dict(rules)[key]:
                 text += "; and " + REASONS["fsdp"].format(axis="batch", k=mesh.get("batch", 1))
             reasons[key] = text
@@ -450,10 +464,15 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
                       bytes_per_device=report.variable_bytes_per_device,
                       comm_bytes=_estimated_comm(report, scan, train_step),
                       errors=len(report.errors))
+        capacity = report.mesh.capacity_bytes
+        if capacity and c.bytes_per_device > TIGHT * capacity:
+            c.tight = True
+            c.notes.append(f"the variables alone take {c.bytes_per_device / capacity:.0%} of a "
+                           f"chip's {human_bytes(capacity)}; activations must fit in the rest")
         found.append(c)
     if budget_bytes is not None:
         found = [c for c in found if c.bytes_per_device <= budget_bytes]
-    found.sort(key=lambda c: (c.comm_bytes, c.bytes_per_device, len(c.plan.rules)))
+    found.sort(key=lambda c: (c.tight, c.comm_bytes, c.bytes_per_device, len(c.plan.rules)))
     if inputs is not None:
         confirmed = []
         for c in found[: (compile_top or top + 2)]:
@@ -462,7 +481,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
                 c.notes.append("did not compile: " + (full.errors[0].message if full.errors
                                                       else "no pass"))
                 continue
-            c.report, c.compiled = full, True
+            c.report, c.compiled, c.tight = full, True, False
             mem = full.memory
             c.bytes_per_device = int(mem["total_bytes"].max()) if len(mem) else c.bytes_per_device
             c.comm_bytes = int(full.collectives["bytes_per_device"].sum()) \
