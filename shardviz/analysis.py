@@ -26,7 +26,7 @@ from .layouts import output_layouts, variable_layouts
 from .match import compiled
 from .model_scan import Scan
 from .model_scan import scan as scan_model
-from .plan import as_plan
+from .plan import as_plan, check_processes
 from .report import Report
 from .trace import Trace
 from .trace import trace as run_trace
@@ -41,7 +41,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             progress: Callable[[str], object] | None = None,
             replicated_threshold: int = checks.DEFAULT_REPLICATED_THRESHOLD,
             abstract_mesh: bool | None = None, target: str | Target | None = None, slices: int = 1,
-            dcn_axes: tuple[str, ...] | None = None) -> Report:
+            dcn_axes: tuple[str, ...] | None = None, processes: int | None = None) -> Report:
     """Analyse how ``plan`` lays out a model, and with ``inputs`` run it.
 
     Without inputs, only variables are analysed, and nothing is allocated.
@@ -83,9 +83,16 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
         slices: TPU slices joined by DCN (or GPU nodes joined by InfiniBand).
         dcn_axes: the mesh axis that spans the slices; by default the plan's
             batch axis.
+        processes: spread the mesh's devices over this many processes (hosts),
+            in JAX's order: the first ``size / processes`` mesh positions on
+            process 0, and so on. ``report.hosts`` then shows what each host
+            holds and feeds, and ``report.collectives.crosses_hosts`` which
+            collectives leave a host. On a TPU target the hosts come from the
+            topology, and ``processes`` may be left out.
     """
     start = time.perf_counter()
     plan = as_plan(plan)
+    processes = check_processes(processes, plan.mesh_size)
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
         model_or_builder, inputs=inputs)
     import jax
@@ -142,7 +149,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
         trace=traced, trace_error=trace_error, target=hardware,
         arguments=dict(inputs=inputs, mode=mode, train_step=train_step, optimizer=optimizer,
                        replicated_threshold=replicated_threshold, abstract_mesh=abstract_mesh,
-                       target=target, slices=slices, dcn_axes=dcn_axes),
+                       target=target, slices=slices, dcn_axes=dcn_axes, processes=processes),
     )
 
 

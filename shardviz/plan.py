@@ -252,6 +252,28 @@ def _normalize_rules(rules: Any) -> tuple[Rule, ...]:
     return tuple(out)
 
 
+def check_processes(processes: object, mesh_size: int) -> int | None:
+    """``processes`` as an int that divides the mesh, or None.
+
+    >>> check_processes(2, 8), check_processes(None, 8)
+    (2, None)
+    """
+    import numbers
+
+    if processes is None:
+        return None
+    if isinstance(processes, bool) or not isinstance(processes, numbers.Integral) \
+            or processes < 1:
+        raise ShardvizError(f"processes={processes!r:.40} must be a positive number of hosts.",
+                            hint="For example processes=2.")
+    if mesh_size % int(processes):
+        raise ShardvizError(
+            f"The mesh's {mesh_size} devices do not split evenly over {processes} processes: "
+            "every host must own the same number of devices.",
+            hint=f"Use a process count that divides {mesh_size}, or change the mesh.")
+    return int(processes)
+
+
 @dataclasses.dataclass(frozen=True, init=False)
 class Plan:
     """An immutable distribution plan: mesh, ordered rules and batch axis.
@@ -729,7 +751,7 @@ class Plan:
             raise ShardvizError(f"The plan is not a valid shardviz plan: {e}.") from None
         return cls.from_dict(data)
 
-    def to_python(self, devices_expr: str | None = None) -> str:
+    def to_python(self, devices_expr: str | None = None, processes: int | None = None) -> str:
         """Source code that builds this plan as a Keras distribution.
 
         The code defines ``distribution``; execute it, then use
@@ -749,6 +771,8 @@ class Plan:
         )
         """
         self.refuse_errors()
+        if processes is not None:
+            return self._to_python_multihost(processes, devices_expr)
         devices_expr = devices_expr or f"keras.distribution.list_devices()[:{self.mesh_size}]"
         lines = [
             "import keras",
@@ -764,6 +788,68 @@ class Plan:
             "distribution = keras.distribution.ModelParallel(",
             f"    layout_map=layout_map, batch_dim_name={self.batch_axis!r}",
             ")",
+        ]
+        return "\n".join(lines)
+
+    def _to_python_multihost(self, processes: int, devices_expr: str | None) -> str:
+        """The code of :meth:`to_python` for ``processes`` hosts: one copy runs
+        on every host."""
+        processes = cast(int, check_processes(processes, self.mesh_size))
+        devices_expr = devices_expr or f"keras.distribution.list_devices()[:{self.mesh_size}]"
+        lines = [
+            f"# One copy of this code runs on each of the {processes} hosts.",
+            "import jax",
+            "import keras",
+            "import numpy as np",
+            "from jax.experimental import multihost_utils",
+            "",
+            "# The coordinator's address, the process count and this process's id come from",
+            "# KERAS_DISTRIBUTION_JOB_ADDRESSES, KERAS_DISTRIBUTION_NUM_PROCESSES and",
+            "# KERAS_DISTRIBUTION_PROCESS_ID (or pass them as arguments).",
+            "keras.distribution.initialize()",
+            f"if jax.process_count() != {processes}:",
+            f"    raise RuntimeError(f'This plan is for {processes} processes; "
+            "{jax.process_count()} joined.')",
+            "",
+            "# Every host lists the same global devices, its own among them.",
+            f"devices = {devices_expr}",
+            "mesh = keras.distribution.DeviceMesh(",
+            f"    shape={self.mesh_shape!r}, axis_names={self.axis_names!r}, devices=devices",
+            ")",
+            "layout_map = keras.distribution.LayoutMap(mesh)",
+        ]
+        lines += [f"layout_map[{r.key!r}] = {tuple(r.axes)!r}" for r in self.rules]
+        lines += [
+            "# Each host feeds only its own rows of the batch (see local_batch), so Keras",
+            "# must not shard the dataset again.",
+            "distribution = keras.distribution.ModelParallel(",
+            f"    layout_map=layout_map, batch_dim_name={self.batch_axis!r}, "
+            "auto_shard_dataset=False",
+            ")",
+            "keras.distribution.set_distribution(distribution)",
+            "",
+            "",
+            "def global_batch(local, batch_size):",
+            '    """This host\'s rows (from local_batch) as one global array of batch_size rows,',
+            '    laid out as Keras lays out inputs."""',
+            "    shape = (batch_size,) + tuple(local.shape[1:])",
+            "    layout = distribution.get_data_layout(shape).backend_layout",
+            "    return jax.make_array_from_process_local_data(layout, local, shape)",
+            "",
+            "",
+            "def local_batch(batch):",
+            '    """The rows of a global batch (every host has all of it) this host feeds."""',
+            "    layout = distribution.get_data_layout(batch.shape).backend_layout",
+            "    mine = {d for d in jax.local_devices()}",
+            "    rows = sorted({(i[0].start or 0, i[0].stop or batch.shape[0])",
+            "                   for d, i in layout.devices_indices_map(batch.shape).items()",
+            "                   if d in mine})",
+            "    return np.concatenate([batch[a:b] for a, b in rows])",
+            "",
+            "",
+            "def gather(outputs):",
+            '    """Global outputs as NumPy on every host: each host holds only its shards."""',
+            "    return multihost_utils.process_allgather(outputs, tiled=True)",
         ]
         return "\n".join(lines)
 

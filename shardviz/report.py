@@ -63,8 +63,10 @@ ACTIVATION_COLUMNS = [
 COLLECTIVE_COLUMNS = [
     "kind", "layer", "pass", "axes", "over", "complete", "group_size", "groups", "bytes_per_device",
     "result_bytes", "operand_bytes", "async", "name", "op_name", "network", "seconds",
-    "source", "source_from", "site", "operands",
+    "source", "source_from", "site", "operands", "crosses_hosts",
 ]
+HOST_COLUMNS = ["process", "devices", "device_count", "variable_bytes", "batch_rows",
+                "cross_host_collectives", "cross_host_bytes"]
 MEMORY_COLUMNS = [
     "device", "variable_bytes", "optimizer_bytes", "input_bytes", "activation_bytes",
     "argument_bytes", "output_bytes", "temp_bytes", "alias_bytes",
@@ -89,6 +91,17 @@ def _column(values: Sequence[object], dtype: DTypeLike) -> pd.Series | np.ndarra
     # stops pandas from turning strings-and-None into a string column.
     array = np.fromiter(values, dtype=np.dtype(dtype), count=len(values))
     return pd.Series(array, dtype=object, copy=False) if array.dtype == object else array
+
+
+def _merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Touching ``(start, stop)`` ranges merged: ``[(0, 2), (2, 4)]`` → ``[(0, 4)]``."""
+    out: list[tuple[int, int]] = []
+    for start, stop in spans:
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], stop))
+        else:
+            out.append((start, stop))
+    return out
 
 
 def frame(cols: dict, columns: list, dtypes: dict | None = None) -> pd.DataFrame:
@@ -268,18 +281,100 @@ class Report:
 
         Columns: ``device`` (its id); ``coords`` (its position in the mesh);
         one column per mesh axis with its coordinate on that axis;
-        ``variable_bytes`` (the plan's variable bytes on it). Every device of
+        ``variable_bytes`` (the plan's variable bytes on it); ``process``
+        (the host that owns it, see :attr:`hosts`). Every device of
         a NamedSharding holds one shard of ``shard_shape``, so each variable
         adds its ``bytes_per_device`` to every device.
         """
         per_device = self.variable_bytes_per_device
+        owner = dict(zip((int(i) for i in self.mesh.device_ids.flat), self.process_of_position))
         rows = []
         for device, coords in sorted(self.mesh.coords.items()):
             row = {"device": device, "coords": coords}
             row.update(dict(zip(self.mesh.axis_names, coords)))
             row["variable_bytes"] = per_device
+            row["process"] = owner.get(device, 0)
             rows.append(row)
         return pd.DataFrame(rows)
+
+    @functools.cached_property
+    def process_of_position(self) -> tuple[int, ...]:
+        """Per mesh position (flat), the process (host) that owns the device:
+        contiguous groups in JAX's order with ``processes=N``, the topology's
+        hosts on a TPU target, else 0 everywhere."""
+        n = self.processes
+        if n is not None:
+            per = self.mesh.size // n
+            return tuple(p // per for p in range(self.mesh.size))
+        if self.mesh.devices is not None:
+            return tuple(int(getattr(d, "process_index", 0) or 0) for d in self.mesh.devices.flat)
+        return (0,) * self.mesh.size
+
+    @property
+    def processes(self) -> int | None:
+        """The process count given to :func:`~shardviz.analyze`, or None."""
+        return self.arguments.get("processes")
+
+    @property
+    def host_count(self) -> int:
+        return max(self.process_of_position) + 1
+
+    @functools.cached_property
+    def hosts(self) -> pd.DataFrame:
+        """One row per process (host) that owns devices of the mesh.
+
+        Columns: ``process``; ``devices`` (the device ids it owns, in mesh
+        order); ``device_count``; ``variable_bytes`` (the sum over its
+        devices of the plan's variable bytes); ``batch_rows`` (the rows of
+        the global batch its devices hold, as ``(start, stop)`` ranges, when
+        the forward pass ran); ``cross_host_collectives`` and
+        ``cross_host_bytes`` (the collectives whose groups include devices
+        of another host, and their bytes per device).
+        """
+        ids = [int(i) for i in self.mesh.device_ids.flat]
+        owner = self.process_of_position
+        per_device = self.variable_bytes_per_device
+        rows_of = self._batch_rows_by_position()
+        involved: dict[int, list[int]] = {}
+        for c in (self.trace.collectives if self.trace else []):
+            if not self._crosses_hosts(c):
+                continue
+            hosts = {owner[p] for g in c.groups for p in g if p < len(owner)} or \
+                set(range(self.host_count))
+            for h in hosts:
+                involved.setdefault(h, []).append(c.bytes_per_device)
+        out = []
+        for process in range(self.host_count):
+            positions = [p for p in range(self.mesh.size) if owner[p] == process]
+            spans = sorted({rows_of[p] for p in positions}) if rows_of else None
+            out.append({
+                "process": process, "devices": tuple(ids[p] for p in positions),
+                "device_count": len(positions), "variable_bytes": per_device * len(positions),
+                "batch_rows": tuple(_merge_spans(spans)) if spans is not None else None,
+                "cross_host_collectives": len(involved.get(process, [])),
+                "cross_host_bytes": int(sum(involved.get(process, []))),
+            })
+        return pd.DataFrame(out, columns=HOST_COLUMNS)
+
+    def _batch_rows_by_position(self) -> dict[int, tuple[int, int]] | None:
+        """Per mesh position, the rows of the first input it holds."""
+        if self.trace is None:
+            return None
+        import jax
+
+        leaves = jax.tree_util.tree_leaves(self.trace.input_specs)
+        if not leaves or not leaves[0].shape:
+            return None
+        spec = leaves[0]
+        ids = [int(i) for i in self.mesh.device_ids.flat]
+        position = {d: p for p, d in enumerate(ids)}
+        out = {}
+        for device, index in spec.sharding.devices_indices_map(tuple(spec.shape)).items():
+            rows = index[0]
+            start = rows.start or 0
+            stop = rows.stop if rows.stop is not None else spec.shape[0]
+            out[position[device.id]] = (int(start), int(stop))
+        return out
 
     @functools.cached_property
     def activations(self) -> pd.DataFrame:
@@ -348,7 +443,8 @@ class Report:
         (what meets there: variable paths, ``<layer>/output`` for another
         layer's output, ``input:<name>`` for a model input, ``inside
         <layer>: <op>`` for a value inside an enclosing layer's call).
-        :meth:`why` explains a row.
+        ``crosses_hosts`` (whether a group holds devices of several
+        processes; see :attr:`hosts`). :meth:`why` explains a row.
         """
         cols: dict[str, list] = {c: [] for c in COLLECTIVE_COLUMNS}
         for c in (self.trace.collectives if self.trace else []):
@@ -362,12 +458,22 @@ class Report:
                          ("async", c.async_), ("name", c.name), ("op_name", c.op_name),
                          ("network", c.network or "host"), ("seconds", c.seconds),
                          ("source", c.source), ("source_from", c.source_from),
-                         ("site", c.site), ("operands", c.operands)):
+                         ("site", c.site), ("operands", c.operands),
+                         ("crosses_hosts", self._crosses_hosts(c))):
                 cols[k].append(v)
         return frame(cols, COLLECTIVE_COLUMNS, {
-            "complete": bool, "async": bool, "group_size": "int64", "groups": "int64",
+            "complete": bool, "async": bool, "crosses_hosts": bool,
+            "group_size": "int64", "groups": "int64",
             "bytes_per_device": "int64", "result_bytes": "int64", "operand_bytes": "int64",
             "seconds": object})
+
+    def _crosses_hosts(self, c: Any) -> bool:
+        owner = self.process_of_position
+        if max(owner) == 0:
+            return False
+        if c.network == "dcn" and not c.groups:
+            return True
+        return any(len({owner[p] for p in group if p < len(owner)}) > 1 for group in c.groups)
 
     @functools.cached_property
     def memory(self) -> pd.DataFrame:

@@ -409,3 +409,25 @@ def deferred_variables():
             yield
     finally:
         _deferring.on = previous
+
+
+def set_random_seed(seed: int) -> None:
+    """Seed Keras (its global seed, Python's and NumPy's) as
+    ``keras.utils.set_random_seed`` does, without TensorFlow.
+
+    Reason: ``keras.utils.set_random_seed`` imports TensorFlow whenever it is
+    installed, only to seed it; shardviz never uses it, and the import costs
+    seconds and prints TensorFlow's start-up log. Waits for a Keras seed
+    function that seeds only the backend in use.
+    """
+    import random
+
+    import numpy as np
+    from keras.src.backend.common import global_state
+    from keras.src.random import seed_generator
+    from keras.src.utils import rng_utils
+
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    random.seed(seed)
+    np.random.seed(seed)

@@ -367,7 +367,10 @@ def memory_figure(report) -> ShardvizFigure:
     outputs and XLA's temporaries (which add up to XLA's memory analysis),
     with the target chip's capacity when there is one."""
     stacks = report.memory_parts
-    devices = sorted(report.mesh.coords) if report.mesh.size <= MAX_MEMORY_BARS else []
+    owner = dict(zip(report.devices["device"], report.devices["process"])) \
+        if report.mesh.size <= MAX_MEMORY_BARS else {}
+    devices = sorted(report.mesh.coords, key=lambda d: (owner.get(d, 0), d)) \
+        if report.mesh.size <= MAX_MEMORY_BARS else []
     labels = [str(d) for d in devices] or [f"each of the {report.mesh.size:,} devices"]
     fig = new_figure(min(12, 5.5 + 0.2 * len(labels)), 3.4)
     ax = fig.add_axes((0.1, 0.16, 0.58, 0.62))
@@ -389,7 +392,16 @@ def memory_figure(report) -> ShardvizFigure:
                    f" — {'fits' if fits else 'does not fit'}{estimate}")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, fontsize=7)
-    ax.set_xlabel("device" if devices else "", fontsize=8)
+    hosts = sorted({owner.get(d, 0) for d in devices})
+    if len(hosts) > 1:  # group the bars by host
+        for h in hosts:
+            members = [i for i, d in enumerate(devices) if owner.get(d, 0) == h]
+            if members[0] > 0:
+                ax.axvline(members[0] - 0.5, color="#888888", linewidth=0.8, linestyle=":")
+            ax.text((members[0] + members[-1]) / 2, -0.16, f"host {h}", ha="center", va="top",
+                    fontsize=7, transform=ax.get_xaxis_transform(), color="#444444")
+    ax.set_xlabel("device" if devices else "", fontsize=8,
+                  labelpad=14 if len(hosts) > 1 else 4)
     ax.set_ylabel(f"{unit} per device", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
