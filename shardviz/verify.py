@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import ShardvizError
-from .plan import Plan, as_plan, check_processes
+from .plan import as_plan, check_processes
 
 DEFAULT_TIMEOUT = 180.0
 """Seconds the workers may take, start-up included, before they are stopped."""
@@ -340,14 +340,14 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
                              f"process run has {len(expected_output)}")
             else:
                 max_diff = 0.0
-                for i, (g, e) in enumerate(zip(gathered, expected_output)):
-                    if g.shape != e.shape:
+                for i, (g, want) in enumerate(zip(gathered, expected_output)):
+                    if g.shape != want.shape:
                         lines.append(f"output {i}: gathered shape {g.shape}, single-process "
-                                     f"shape {e.shape}")
+                                     f"shape {want.shape}")
                         continue
-                    diff = float(np.max(np.abs(g.astype(np.float64) - e.astype(np.float64))))
+                    diff = float(np.max(np.abs(g.astype(np.float64) - want.astype(np.float64))))
                     max_diff = max(max_diff, diff)
-                    if not np.allclose(g, e, rtol=1e-4, atol=1e-5):
+                    if not np.allclose(g, want, rtol=1e-4, atol=1e-5):
                         lines.append(f"output {i}: the gathered output differs from the single-"
                                      f"process run (max |diff| {diff:.3g})")
         else:

@@ -43,7 +43,6 @@ def main(spec_path: str, process_id: int) -> int:
         jax.config.update("jax_platforms", "cpu")
         jax.config.update("jax_num_cpu_devices", int(spec["devices_per_process"]))
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        import keras
         import numpy as np
 
         # The same seed as the single-process reference: the same weights.
