@@ -38,6 +38,7 @@ _LAZY = {
     "suggest": ("shardviz.planner", "suggest"),
     "sweep": ("shardviz.planner", "sweep"),
     "show_sweep": ("shardviz.render.pictures", "show_sweep"),
+    "verify": ("shardviz.multihost", "verify"),
     "targets": ("shardviz.hardware", "targets"),
     "show_sharding": ("shardviz.render.pictures", "show_sharding"),
     "compare": ("shardviz.render.pictures", "compare"),

@@ -61,6 +61,11 @@ SUGGEST_EXIT_CODES = """exit codes:
   0  plans were found (the best is written with --plan-out)
   1  no plan fits the budget or the target
   2  a usage error"""
+VERIFY_EXIT_CODES = """exit codes:
+  0  every shard on every host agrees with shardviz, and the gathered output
+     matches a single-process run
+  1  a disagreement, or a worker that crashed or ran out of time (one line each)
+  2  a usage error, or a plan that Keras refuses (Keras's message)"""
 SWEEP_EXIT_CODES = """exit codes:
   0  the rules work on at least one mesh shape
   1  they fail on every mesh shape
@@ -503,6 +508,45 @@ def cmd_sweep(args) -> int:
     return 1 if frame["errors"].gt(0).all() else 0
 
 
+def cmd_verify(args) -> int:
+    """``shardviz verify``: the plan on a local multi-process cluster."""
+    from .multihost import PlanRefused, verify
+
+    if args.processes is None or args.processes < 1:
+        raise UsageError("give --processes N, the number of local processes (hosts) to start")
+    if not args.inputs:
+        raise UsageError("give --inputs, the global batch, e.g. --inputs 8x64")
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout}: give a positive number of seconds")
+    plan = build_plan(args)
+    inputs = _inputs(args)
+    load_builder(args.builder)  # a usage error now, not in every worker
+    progress = Progress(args.quiet)
+    try:
+        progress(f"running the plan on {args.processes} local processes")
+        result = verify(args.builder, plan, processes=args.processes, inputs=inputs,
+                        timeout=args.timeout)
+    except PlanRefused as e:
+        raise UsageError.of(e) from None
+    except ShardvizError as e:
+        raise UsageError.of(e) from None
+    finally:
+        progress.stop()
+    if result.agree:
+        print(str(result).splitlines()[0])
+        if not args.quiet:
+            print(result.hosts[["process", "devices", "variable_bytes", "batch_rows",
+                                "cross_host_collectives", "cross_host_bytes"]]
+                  .to_string(index=False))
+        return 0
+    print(str(result).splitlines()[0])
+    for line in result.disagreements:
+        print("DISAGREE " + line)
+    for line in result.failures:
+        print("FAIL " + line)
+    return 1
+
+
 def _check_writable(path: str, flag: str) -> None:
     directory = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
@@ -598,6 +642,26 @@ def make_parser() -> argparse.ArgumentParser:
                        help="compile every mesh with these inputs")
     sweep.add_argument("--png", metavar="FILE.png", help="draw the sweep to a PNG file")
     sweep.add_argument("-q", "--quiet", action="store_true", help="print only the table")
+
+    check = sub.add_parser(
+        "verify", help="run a plan on N local processes and check every shard",
+        description="Start N local processes on 127.0.0.1, each with its share of the simulated "
+        "devices, as N hosts of JAX's multi-process runtime. Each runs the plan's exported "
+        "multi-host code and a jitted forward pass; every shard each host holds is compared "
+        "with shardviz's prediction, and the gathered output with a single-process run.",
+        epilog=VERIFY_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("builder", metavar="MODULE_OR_FILE:BUILDER")
+    vplan = check.add_argument_group("the plan")
+    vplan.add_argument("--plan", metavar="PLAN.JSON", help="a plan saved with Plan.to_json()")
+    vplan.add_argument("--mesh", metavar="AXIS=SIZE,...", help="e.g. batch=2,model=4")
+    vplan.add_argument("--rule", action="append", metavar="KEY=AXES", help="repeatable")
+    vplan.add_argument("--batch-axis", metavar="AXIS", help="default: the first mesh axis")
+    check.add_argument("--processes", type=int, metavar="N", help="how many local processes")
+    check.add_argument("--inputs", action="append", metavar="SHAPE[:DTYPE]",
+                       help="the global batch, e.g. 8x64")
+    check.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
+                       help="stop the processes after this long (default 180)")
+    check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict")
     return parser
 
 
@@ -621,7 +685,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("KERAS_BACKEND", "jax")
     try:
         return {"report": cmd_report, "demo": cmd_demo, "suggest": cmd_suggest,
-                "sweep": cmd_sweep}[args.command](args)
+                "sweep": cmd_sweep, "verify": cmd_verify}[args.command](args)
     except UsageError as e:
         print(e.line(), file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ Layers, lowest first (docs/ARCHITECTURE.md):
 3. trace: ``trace/*``
 4. assembly: ``report``, ``analysis``, ``why``, ``planner``
 5. render: ``render/*``
-6. outer: ``widgets/*``, ``cli``, ``__main__``, ``verify``, ``verify_worker``
+6. outer: ``widgets/*``, ``cli``, ``__main__``, ``multihost``, ``multihost_worker``
 
 A module imports only from its own layer or below. The Report may import a
 renderer lazily, inside a method (its display methods), never at the top.
@@ -29,7 +29,7 @@ BASE = {"errors", "format"}
 VALUES = {"plan", "inputs", "model_scan", "match", "geometry", "layouts", "checks", "devices",
           "examples", "hardware"}
 ASSEMBLY = {"report", "analysis", "why", "planner"}
-OUTER = {"cli", "__main__", "verify", "verify_worker"}
+OUTER = {"cli", "__main__", "multihost", "multihost_worker"}
 
 
 def layer_of(module: str) -> int | None:

@@ -4,7 +4,7 @@
 of the simulated devices, as N hosts would. Each runs the plan's exported
 multi-host code (:meth:`~shardviz.Plan.to_python` with ``processes=N``)
 unchanged, builds the model and runs a jitted forward pass on its rows of
-the batch (:mod:`shardviz.verify_worker`). Then every shard each host holds,
+the batch (:mod:`shardviz.multihost_worker`). Then every shard each host holds,
 of every variable and output, is compared with shardviz's prediction for
 that host, and the gathered output with a single-process run of the same
 model and weights. Every process started is stopped: on success, on
@@ -46,8 +46,10 @@ class Verification:
 
     processes: int
     agree: bool
-    lines: list[str]
-    """One line per disagreement (or failure), empty when all agree."""
+    disagreements: list[str]
+    """One line per shard (or output) that differs from the prediction."""
+    failures: list[str]
+    """One line per worker that crashed, hung or failed, with its last lines."""
     hosts: pd.DataFrame
     """shardviz's per-host view (``report.hosts``) of the plan verified."""
     checked: int
@@ -58,11 +60,18 @@ class Verification:
     seconds: float
     report: Any = dataclasses.field(default=None, repr=False)
 
+    @property
+    def lines(self) -> list[str]:
+        """Every disagreement and failure, one line each."""
+        return self.disagreements + self.failures
+
     def __str__(self) -> str:
+        n = len(self.disagreements)
         head = (f"verified on {self.processes} processes: {self.checked} shards agree with "
                 f"shardviz's prediction" if self.agree else
-                f"verification on {self.processes} processes found "
-                f"{len(self.lines)} disagreement{'s' if len(self.lines) != 1 else ''}")
+                f"verification on {self.processes} processes failed: {n} disagreement"
+                f"{'s' if n != 1 else ''}, {len(self.failures)} worker failure"
+                f"{'s' if len(self.failures) != 1 else ''}")
         tail = (f"; gathered output matches the single-process run (max |diff| "
                 f"{self.max_abs_diff:.2e})" if self.agree and self.max_abs_diff is not None
                 else "")
@@ -83,8 +92,9 @@ def _builder_ref(builder: object) -> str:
     name = getattr(builder, "__qualname__", "")
     if not module or module == "__main__" or "<" in name:
         raise ShardvizError(
-            f"verify() needs a builder the worker processes can import, and {builder!r:.60} "
-            "is defined in a notebook or script.",
+            f"verify() needs a builder the worker processes can import, and {name or builder!r}"
+            " cannot be imported from a module: it is defined in a notebook, a script or "
+            "inside a function.",
             hint="Put the builder in a module and pass 'module:function' (or the function "
             "imported from it).")
     return f"{module}:{name}"
@@ -285,37 +295,36 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
             logs.append(log)
             with open(log, "wb") as out:
                 workers.append(subprocess.Popen(
-                    [sys.executable, "-m", "shardviz.verify_worker", spec_path, str(i)],
+                    [sys.executable, "-m", "shardviz.multihost_worker", spec_path, str(i)],
                     stdout=out, stderr=subprocess.STDOUT, env=env, cwd=directory,
                     start_new_session=True))
         deadline = time.monotonic() + timeout
-        lines: list[str] = []
+        failures: list[str] = []
+
+        def crashed(i: int) -> bool:
+            return workers[i].poll() not in (None, 0) and not os.path.exists(
+                os.path.join(directory, f"worker{i}.json"))
+
         while any(w.poll() is None for w in workers):
-            failed = [i for i, w in enumerate(workers)
-                      if w.poll() not in (None, 0) and not os.path.exists(
-                          os.path.join(directory, f"worker{i}.json"))]
-            if failed:
-                i = failed[0]
-                lines.append(f"worker {i} crashed (exit {workers[i].returncode}); its last "
-                             f"lines:\n{_last_lines(logs[i])}")
+            if any(crashed(i) for i in range(n)):
                 break
             if time.monotonic() > deadline:
                 hung = [i for i, w in enumerate(workers) if w.poll() is None]
-                lines.append(f"worker{'s' if len(hung) > 1 else ''} "
-                             f"{', '.join(map(str, hung))} did not finish within {timeout:.0f} s "
-                             f"and {'were' if len(hung) > 1 else 'was'} stopped; last lines:\n"
-                             + "\n".join(_last_lines(logs[i], 4) for i in hung))
+                failures.append(
+                    f"worker{'s' if len(hung) > 1 else ''} {', '.join(map(str, hung))} did not "
+                    f"finish within {timeout:.0f} s and {'were' if len(hung) > 1 else 'was'} "
+                    "stopped; last lines:\n" + "\n".join(_last_lines(logs[i], 4) for i in hung))
                 break
             time.sleep(0.2)
     finally:
         _stop(workers)
     results = []
-    if not lines:
+    if not failures:
         for i in range(n):
             path = os.path.join(directory, f"worker{i}.json")
             if not os.path.exists(path):
-                lines.append(f"worker {i} exited ({workers[i].returncode}) without a result; "
-                             f"its last lines:\n{_last_lines(logs[i])}")
+                failures.append(f"worker {i} crashed (exit {workers[i].returncode}) before "
+                                f"reporting; its last lines:\n{_last_lines(logs[i])}")
                 continue
             with open(path, encoding="utf-8") as f:
                 results.append(json.load(f))
@@ -327,9 +336,10 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
                                       f"running {r['stage']}: {message}",
                                       hint="Fix the plan; the worker's traceback is in "
                                       f"{logs[r['process']]}.")
-                lines.append(f"host {r['process']} failed in {r.get('stage')}: {message}")
+                failures.append(f"host {r['process']} failed in {r.get('stage')}: {message}")
     checked, max_diff = 0, None
-    if not lines:
+    lines: list[str] = []
+    if not failures:
         lines, checked = _compare(report, results, n)
         gathered_path = os.path.join(directory, "output.npz")
         if os.path.exists(gathered_path):
@@ -352,12 +362,14 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
                                      f"process run (max |diff| {diff:.3g})")
         else:
             lines.append("process 0 wrote no gathered output")
-    if own_dir and not lines:
+    agree = not lines and not failures
+    if own_dir and agree:
         import shutil
 
         shutil.rmtree(directory, ignore_errors=True)
-    elif lines:
-        lines.append(f"(worker logs: {directory})")
-    return Verification(processes=n, agree=not lines, lines=lines, hosts=report.hosts,
+    elif not agree:
+        failures.append(f"the workers' logs are in {directory}")
+    return Verification(processes=n, agree=agree, disagreements=lines, failures=failures,
+                        hosts=report.hosts,
                         checked=checked, max_abs_diff=max_diff,
                         seconds=time.perf_counter() - start, report=report)

@@ -1,6 +1,6 @@
 """One process of ``shardviz verify``: a host of a local multi-process JAX cluster.
 
-Run by :mod:`shardviz.verify` as ``python -m shardviz.verify_worker SPEC.json ID``,
+Run by :mod:`shardviz.multihost` as ``python -m shardviz.multihost_worker SPEC.json ID``,
 never by hand. It simulates its share of the devices on the CPU, joins the
 cluster on 127.0.0.1 with gloo collectives, executes the plan's exported
 multi-host code exactly as ``Plan.to_python(processes=N)`` wrote it, builds
