@@ -102,6 +102,14 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
         dcn_axes = (plan.batch_axis,) if plan.batch_axis else ()
     on_target = None if hardware.is_cpu else hardware
     mesh = mesh_model(plan.mesh, abstract_mesh, on_target, tuple(dcn_axes))
+    if processes is not None and mesh.devices is not None:
+        hosts = len({getattr(d, "process_index", 0) for d in mesh.devices.flat})
+        if hosts != processes:
+            raise ShardvizError(
+                f"The target {hardware.label} has {hosts} hosts, not {processes}: on a TPU "
+                "target the hosts come from the topology.",
+                hint="Leave processes out on a TPU target, or give its host count.")
+        processes = None  # the topology's own hosts
     device_count = hardware.chips if hardware.is_tpu else jax.device_count()
     var_layouts = variable_layouts(scan, plan, mesh)
     out_layouts = output_layouts(scan, plan)

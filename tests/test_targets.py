@@ -254,3 +254,16 @@ def test_without_a_target_nothing_changes():
     assert report.collectives.seconds.isna().all() and report.estimate.empty
     assert report.memory["capacity_bytes"].isna().all()
     assert keras.backend.backend() == "jax"
+
+
+@needs_tpu
+def test_on_a_tpu_target_the_hosts_come_from_the_topology():
+    report = shardviz.analyze(examples.mlp, Plan({"batch": 4, "model": 4}, {
+        ".*up/kernel": (None, "model"), ".*down/kernel": ("model", None)}), target="v5e:4x4")
+    hosts = report.hosts
+    assert len(hosts) == 4 and hosts["device_count"].tolist() == [4, 4, 4, 4]
+    chips = {int(d.id): int(d.process_index) for d in report.mesh.devices.flat}
+    for process, devices in zip(hosts["process"], hosts["devices"]):
+        assert all(chips[d] == process for d in devices)
+    by_process = report.devices.groupby("process")["variable_bytes"].sum()
+    assert hosts["variable_bytes"].tolist() == by_process.tolist()
