@@ -122,11 +122,6 @@ REASONS = {
 }
 
 
-def _divides(shape: Sequence[int], spec: Sequence, sizes: dict[str, int]) -> bool:
-    return all(n % math.prod(sizes[a] for a in (e if isinstance(e, tuple) else (e,)) if a) == 0
-               for n, e in zip(shape, spec))
-
-
 def tensor_parallel_specs(scan: Scan, axis: str, size: int) -> dict[str, tuple]:
     """Megatron layouts over ``axis`` of ``size`` devices, for every variable
     whose split dim divides; the rest are left out (replicated)."""
@@ -139,7 +134,6 @@ def tensor_parallel_specs(scan: Scan, axis: str, size: int) -> dict[str, tuple]:
         spec = tuple(axis if d == r.dim else None for d in range(len(shape)))
         if shape[r.dim] % size == 0:
             specs[r.path] = spec
-    # A row layer without its column partner would all-gather: keep pairs whole.
     return specs
 
 

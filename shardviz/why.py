@@ -381,12 +381,11 @@ def _candidates(report: Report, row, meetings: list[Meeting]) -> list[tuple[str,
             targets += [p for p in variables.index
                         if variables.loc[p, "layer"] == producer and len(variables.loc[p, "shape"]) >= 2]
     out: list[tuple[str, Plan]] = []
-    seen: set = set()
+    seen: set[Plan] = set()
 
     def add(change: str, candidate: Plan) -> None:
-        key = candidate.to_json(indent=None)
-        if key not in seen and candidate.to_json(indent=None) != plan.to_json(indent=None):
-            seen.add(key)
+        if candidate != plan and candidate not in seen:
+            seen.add(candidate)
             out.append((change, candidate))
 
     for path in dict.fromkeys(targets):
@@ -412,9 +411,6 @@ def _candidates(report: Report, row, meetings: list[Meeting]) -> list[tuple[str,
             if not _divides(shape, new, sizes):
                 continue
             new = tuple(new)
-            trimmed = list(new)
-            while trimmed and trimmed[-1] is None:
-                trimmed.pop()
             if rule is not None:
                 candidate = plan.with_rule_at(plan.rule_index(rule), axes=tuple(new))
                 add(f"rule `{rule}`: {format_spec(spec)} → {format_spec(new)} ({label})",
@@ -494,8 +490,6 @@ def explain_collective(report: Report, which: object, *, search: bool = True) ->
         base["text"] = text + f"\nRules involved: none ({NO_RULE})."
     if not search:
         return Explanation(**base, fix=None, fix_cost="Not searched (search=False).")
-    if report.trace is None or row["pass"] != "forward" and report.trace.train_step is False:
-        return Explanation(**base, fix=None, fix_cost="There is no compiled pass to compare.")
     tried = _try_all(report, row, meetings)
     good = [t for t in tried if t.removes]
     if not good:
