@@ -813,10 +813,14 @@ class Report:
         return jax_text(shape, sharding)
 
     def show_mesh(self) -> Figure:
-        """The device grid of the plan's mesh."""
+        """The device grid of the plan's mesh; with several hosts
+        (``processes=``, or a TPU target's topology) each device says its
+        host, and lines separate the hosts."""
         from .render.mpl import mesh_figure
 
-        return mesh_figure(self.mesh)
+        host_of = dict(zip((int(i) for i in self.mesh.device_ids.flat),
+                           self.process_of_position))
+        return mesh_figure(self.mesh, host_of)
 
     def show_memory(self) -> Figure:
         """Bytes per device, stacked by what holds them."""

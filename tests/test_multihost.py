@@ -65,6 +65,10 @@ def test_per_host_bytes_are_the_sum_over_each_hosts_devices():
     assert not rows[rows["axes"] == ("model",)]["crosses_hosts"].any()
     assert hosts["cross_host_bytes"].tolist() == [int(crossing["bytes_per_device"].sum())] * 2
     assert report.show_memory()._repr_png_()[:4] == b"\x89PNG"
+    from matplotlib.collections import LineCollection
+
+    mesh = report.show_mesh()  # hosts are separated by lines
+    assert any(isinstance(a, LineCollection) for a in mesh.artists)
 
 
 def test_a_device_count_that_does_not_split_is_refused():

@@ -295,11 +295,13 @@ def tensor_figure(shape, dtype, indices, *, coords=None, title: str = "", spec=N
     return fig
 
 
-def mesh_figure(mesh) -> ShardvizFigure:
+def mesh_figure(mesh, host_of: dict | None = None) -> ShardvizFigure:
     """The device grid of a mesh: axis names and sizes, device ids and coordinates.
 
     1-D meshes are a row, 2-D a grid (first axis down, second across), 3-D
-    and more one grid per index of the leading axes.
+    and more one grid per index of the leading axes. With ``host_of``
+    (device id to process) and more than one host, each device's cell says
+    its host, and a dark line separates cells of different hosts.
     """
     names, shape = mesh.axis_names, mesh.shape
     ids = mesh.device_ids
@@ -344,6 +346,11 @@ def mesh_figure(mesh) -> ShardvizFigure:
                     texts.append((ox + c + 0.5, oy + r + 0.5, _device_label(device, coords[device]),
                                   text_colour(face), fontsize))
         ax.add_collection(PatchCollection(rects, facecolors=faces, edgecolors="white", linewidths=1))
+        if host_of and len(set(host_of.values())) > 1:
+            _host_borders(ax, grid, ox, oy, host_of)
+            if labels:
+                texts = [(x, y, f"{t}\nhost {host_of.get(int(grid[int(y - oy), int(x - ox)]), 0)}",
+                          colour, size) for x, y, t, colour, size in texts]
         ax.labels(texts)
         texts_axes.append((ox + cols / 2, oy - 0.3, col_name + " →", "black", 8))
         if row_name:
@@ -354,6 +361,24 @@ def mesh_figure(mesh) -> ShardvizFigure:
     title += f"  ({mesh.size} devices{', abstract' if mesh.abstract else ''})"
     header(fig, [(title, 10, "bold", "black")])
     return fig
+
+
+def _host_borders(ax, grid, ox, oy, host_of) -> None:
+    """Dark lines between neighbouring cells that belong to different hosts."""
+    from matplotlib.collections import LineCollection
+
+    rows, cols = grid.shape
+    segments = []
+    for r in range(rows):
+        for c in range(cols):
+            here = host_of.get(int(grid[r, c]), 0)
+            if c + 1 < cols and host_of.get(int(grid[r, c + 1]), 0) != here:
+                segments.append([(ox + c + 1, oy + r), (ox + c + 1, oy + r + 1)])
+            if r + 1 < rows and host_of.get(int(grid[r + 1, c]), 0) != here:
+                segments.append([(ox + c, oy + r + 1), (ox + c + 1, oy + r + 1)])
+    if segments:
+        lines = LineCollection(segments, colors="#222222", linewidths=2.5)
+        ax.add_collection(lines)
 
 
 MAX_MEMORY_BARS = 32
