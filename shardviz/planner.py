@@ -117,6 +117,10 @@ REASONS = {
     "heads-out": "the output projection takes the heads as they are split (row-parallel): one "
                  "all-reduce per attention block",
     "embedding": "the embedding table is split by vocabulary over `{axis}`",
+    "sequence": "sequence-parallel: norms and residual adds work on a slice of the sequence "
+                "split over `{axis}`, so their activations take less memory, at the price of "
+                "gathering the sequence before each tensor-parallel block (the compiled "
+                "candidate shows that cost)",
     "fsdp": "fully sharded over `{axis}`: each device keeps 1/{k} of every large variable, and "
             "XLA gathers one layer's weights when it runs",
 }
@@ -380,6 +384,45 @@ def _strategies(scan: Scan, n: int) -> list[tuple[str, Plan, dict[str, str]]]:
             if fs != tp:
                 label = "fully sharded" if model == 1 else "fully sharded × tensor parallel"
                 out.append((label, *plan_of(mesh, fs, kinds, tp_axis)))
+        if model > 1 and tp and activations_dominate(scan, model):
+            sp = sequence_parallel_specs(scan, model)
+            if sp:
+                plan, reasons = plan_of(mesh, tp, kinds, tp_axis)
+                extra = rules_for(sp, list(scan.output_paths))
+                plan = plan.with_rules([(r.key, r.axes) for r in plan.rules] + extra)
+                for key, _ in extra:
+                    reasons[key] = REASONS["sequence"].format(axis="model")
+                label = ("tensor × sequence parallel" if batch == 1
+                         else "data × tensor × sequence parallel")
+                out.append((label, plan, reasons))
+    return out
+
+
+SEQUENCE_LAYERS = ("LayerNormalization", "RMSNormalization", "Add", "Dropout", "Activation")
+"""Layers that work on each position alone: between tensor-parallel blocks
+their outputs can be split over the sequence."""
+
+
+def activations_dominate(scan: Scan, model: int) -> bool:
+    """Whether the layer outputs (taken as float32, split over the batch only)
+    outweigh the variables split over ``model``: where sequence parallelism
+    pays."""
+    from .geometry import itemsize
+
+    acts = sum(math.prod(o.shapes[0]) * 4 for o in scan.outputs if o.shapes)
+    variables = sum(v.size * itemsize(v.dtype) for v in scan.variables) / model
+    return acts > variables
+
+
+def sequence_parallel_specs(scan: Scan, model: int) -> dict[str, tuple]:
+    """``/output`` layouts that split the sequence dim of norm, residual and
+    elementwise layers' ``(batch, sequence, features)`` outputs over
+    ``model``, where it divides."""
+    out = {}
+    for o in scan.outputs:
+        if o.layer_class in SEQUENCE_LAYERS and o.shapes and len(o.shapes[0]) == 3 \
+                and len(o.shapes) == 1 and o.shapes[0][1] % model == 0:
+            out[o.path] = ("batch", "model", None)
     return out
 
 

@@ -120,3 +120,23 @@ def test_bad_requests_get_clear_errors():
         shardviz.sweep(examples.mlp, Plan.data_parallel(8))
     with pytest.raises(ShardvizError, match="positive device count"):
         shardviz.suggest(examples.mlp, devices=0)
+
+
+def test_sequence_parallel_rules_are_offered_where_activations_dominate():
+    def long_sequence():
+        return examples.transformer_block(seq=64, d_model=32, heads=4, ff=64)
+
+    found = shardviz.suggest(long_sequence, devices=8, inputs=(8, 64, 32), top=10)
+    sequence = [c for c in found if "sequence" in c.name]
+    assert sequence
+    for c in sequence:
+        output_rules = [r for r in c.plan.rules if r.is_output]
+        assert output_rules and all(r.axes == ("batch", "model", None) for r in output_rules)
+        matched = [p for p in c.report.scan.output_paths
+                   if any(re.fullmatch(r.key, p) for r in output_rules)]
+        assert set(matched) == {"ln1/output", "res1/output", "ln2/output", "res2/output"}
+        assert c.compiled and not c.report.errors
+        assert builds_under(c.plan, long_sequence)
+    # The small Llama's weights outweigh its activations: no sequence split there.
+    weighty = shardviz.suggest(examples.llama, devices=8, top=10)
+    assert weighty and not any("sequence" in c.name for c in weighty)
