@@ -22,11 +22,12 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 import time
 
 from . import __version__
 from .errors import KINDS, SEVERITIES, ShardvizError
-from .format import human_bytes
+from .format import format_spec, human_bytes
 from .plan import AXIS_NAME, check_axis_name
 
 UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -432,6 +433,8 @@ def cmd_suggest(args) -> int:
 
     if args.devices is not None and args.devices < 1:
         raise UsageError(f"--devices {args.devices}: give a positive device count")
+    if args.top < 1:
+        raise UsageError(f"--top {args.top}: give how many plans to show, at least 1")
     if args.plan_out:
         _check_writable(args.plan_out, "--plan-out")
     # Compiling needs the devices; without a target the CPUs are simulated.
@@ -449,12 +452,32 @@ def cmd_suggest(args) -> int:
     finally:
         progress.stop()
     if not found:
-        print("No plan fits" + (f" within {args.budget}" if budget else "") + ".")
+        why = ""
+        if found.smallest is not None:
+            size, mesh, name = found.smallest
+            why = f": the smallest plan ({name} on {mesh}) needs {human_bytes(size)} per device"
+        print("No plan fits" + (f" within {args.budget}" if budget else "") + why + ".")
         return 1
-    print(found.table.to_string())
+    import pandas as pd
+
+    width = max(80, shutil.get_terminal_size((100, 40)).columns)
+    table = found.table
+    shown = pd.DataFrame({
+        "#": range(len(table)), "plan": table["name"], "mesh": table["mesh"],
+        "per device": table["bytes_per_device"].map(human_bytes),
+        "communicated": table["comm_bytes"].map(human_bytes),
+        "compiled": table["compiled"].map({True: "yes", False: "no (estimates)"})})
+    print(shown.to_string(index=False))
     if not args.quiet:
-        print()
-        print(found)
+        for i, c in enumerate(found):
+            print(f"\n[{i}] {c.name} on {table['mesh'][i]}")
+            for note in c.notes:
+                print(textwrap.fill(f"note: {note}", width, initial_indent="  ",
+                                    subsequent_indent="    "))
+            for r in c.plan.rules:
+                print(f"  {r.key!r}: {format_spec(r.axes)}")
+                print(textwrap.fill(c.reasons.get(r.key, ""), width, initial_indent="    ",
+                                    subsequent_indent="    "))
     if args.plan_out:
         with open(args.plan_out, "w", encoding="utf-8") as f:
             f.write(found[0].plan.to_json())

@@ -308,12 +308,23 @@ def _mesh_text(plan: Plan) -> str:
     return " × ".join(f"{a}={n}" for a, n in plan.mesh_dict.items())
 
 
+TABLE_COLUMNS = ["name", "mesh", "rules", "note", "bytes_per_device", "comm_bytes", "seconds",
+                 "fits", "compiled", "estimated"]
+
+
 class Suggestions(list):
     """Candidates, best first; shows itself as a table."""
 
+    smallest: tuple[int, str, str] | None = None
+    """``(bytes per device, mesh, strategy)`` of the smallest plan considered,
+    kept or not: what a budget must allow."""
+
     @property
     def table(self) -> pd.DataFrame:
-        return pd.DataFrame([c.row() for c in self])
+        """One row per candidate: ``name``, ``mesh``, ``rules`` (how many),
+        ``note``, ``bytes_per_device``, ``comm_bytes``, ``seconds``, ``fits``,
+        ``compiled`` and ``estimated`` (which figures are estimates)."""
+        return pd.DataFrame([c.row() for c in self], columns=TABLE_COLUMNS)
 
     def _repr_html_(self) -> str:
         frame = self.table.copy()
@@ -336,7 +347,11 @@ def factorisations(n: int) -> list[tuple[int, int]]:
     return [(n // m, m) for m in range(1, n + 1) if n % m == 0]
 
 
-def _strategies(scan: Scan, n: int) -> list[tuple[str, Plan, dict[str, str]]]:
+def _strategies(scan: Scan, n: int, sequence: bool = True
+                ) -> list[tuple[str, Plan, dict[str, str]]]:
+    """Every strategy on every factorisation of ``n``; sequence-parallel
+    variants only with ``sequence`` (they differ from tensor parallel only in
+    activation memory, which only a compile measures)."""
     paths = list(scan.variable_paths)
     layer_of = {v.path: v.layer for v in scan.variables}
     role_of = {r.path: r for r in roles(scan)}
@@ -376,7 +391,7 @@ def _strategies(scan: Scan, n: int) -> list[tuple[str, Plan, dict[str, str]]]:
         tp_axis = lambda kind: "batch" if kind == "fsdp" else "model"  # noqa: E731
         if model == 1:
             out.append(("data parallel", *plan_of(mesh, {}, {}, tp_axis)))
-        else:
+        elif tp:  # a model axis that splits nothing would only replicate
             label = "tensor parallel" if batch == 1 else "data × tensor parallel"
             out.append((label, *plan_of(mesh, tp, kinds, tp_axis)))
         if batch > 1:
@@ -384,7 +399,7 @@ def _strategies(scan: Scan, n: int) -> list[tuple[str, Plan, dict[str, str]]]:
             if fs != tp:
                 label = "fully sharded" if model == 1 else "fully sharded × tensor parallel"
                 out.append((label, *plan_of(mesh, fs, kinds, tp_axis)))
-        if model > 1 and tp and activations_dominate(scan, model):
+        if sequence and model > 1 and tp and activations_dominate(scan, model):
             sp = sequence_parallel_specs(scan, model)
             if sp:
                 plan, reasons = plan_of(mesh, tp, kinds, tp_axis)
@@ -461,11 +476,14 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
     (column and row Dense pairs, attention split by heads, embeddings split
     by vocabulary) and their 2-D mixes, over every ``batch × model``
     factorisation of ``devices``. Splits that do not divide are avoided.
-    They are ranked by geometry first (exact bytes per device of the
-    variables; communication estimated from the layouts), then the best
-    ``compile_top`` (default ``top + 2``) are compiled with ``inputs`` to
-    confirm memory and collectives. Each candidate says which of its
-    figures are estimates.
+    Plans are first laid out without compiling (exact variable bytes per
+    device; communication estimated from the layouts) and ranked by
+    communication, then bytes (plans whose variables fill a chip last).
+    The best ``compile_top`` (default ``top + 2``) are then compiled with
+    ``inputs``; their figures become XLA's, a plan another beats on both
+    bytes and communication is dropped, and the rest rank by estimated
+    step time on a target, else by communication, then bytes. Each
+    candidate says which of its figures are estimates.
 
     Args:
         devices: the device count (default: the target's chips, or the
@@ -484,6 +502,9 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
     from .model_scan import Scan
     from .model_scan import scan as scan_model
 
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ShardvizError(f"suggest(top={top!r}): give how many candidates to return, "
+                            "at least 1.", hint="For example top=5.")
     hardware = parse_target(target)
     n = devices if devices is not None else (
         hardware.chips if not hardware.is_cpu else jax.device_count())
@@ -493,7 +514,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
         model_or_builder, inputs=inputs)
     found = []
-    for name, plan, reasons in _strategies(scan, n):
+    for name, plan, reasons in _strategies(scan, n, sequence=inputs is not None):
         report = analyze(scan, plan, target=target if not hardware.is_cpu else None)
         if report.errors:
             continue
@@ -507,6 +528,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             c.notes.append(f"the variables alone take {c.bytes_per_device / capacity:.0%} of a "
                            f"chip's {human_bytes(capacity)}; activations must fit in the rest")
         found.append(c)
+    everything = list(found)
     if budget_bytes is not None:
         found = [c for c in found if c.bytes_per_device <= budget_bytes]
     found.sort(key=lambda c: (c.tight, c.comm_bytes, c.bytes_per_device, len(c.plan.rules)))
@@ -532,10 +554,32 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             if budget_bytes is not None and c.bytes_per_device > budget_bytes:
                 continue
             confirmed.append(c)
-        found = confirmed
+        found = _undominated(confirmed)
         found.sort(key=lambda c: (not c.fits, c.seconds if c.seconds is not None else 0.0,
                                   c.comm_bytes, c.bytes_per_device))
-    return Suggestions(found[:top])
+        everything = everything + confirmed
+    out = Suggestions(found[:top])
+    if everything:
+        smallest = min(everything, key=lambda c: c.bytes_per_device)
+        out.smallest = (smallest.bytes_per_device, _mesh_text(smallest.plan), smallest.name)
+    return out
+
+
+def _undominated(candidates: list[Candidate]) -> list[Candidate]:
+    """Compiled candidates that no other on the same mesh beats on both bytes
+    per device and communication (and step time, when estimated): a variant
+    (fully sharded, sequence parallel) worse on every count than its sibling
+    is never the one to pick. Other meshes stay, as alternatives."""
+    def key(c: Candidate) -> tuple:
+        return (c.bytes_per_device, c.comm_bytes, c.seconds or 0.0)
+
+    def beats(a: Candidate, b: Candidate) -> bool:
+        ka, kb = key(a), key(b)
+        return all(x <= y for x, y in zip(ka, kb)) and ka != kb
+
+    return [c for c in candidates
+            if not any(beats(d, c) for d in candidates
+                       if d is not c and d.plan.mesh_dict == c.plan.mesh_dict)]
 
 
 def plan_diff(old: Plan, new: Plan) -> list[str]:

@@ -230,7 +230,7 @@ def test_suggest_writes_the_best_plan_and_it_is_a_plan_keras_accepts(tmp_path):
     out = run("suggest", "shardviz.examples:mlp", "--devices", "8", "--inputs", "8x16",
               "--plan-out", str(best), "--top", "3")
     assert out.returncode == 0, out.stderr
-    assert "data parallel" in out.stdout and "comm_bytes" in out.stdout
+    assert "data parallel" in out.stdout and "communicated" in out.stdout
     plan = shardviz.Plan.from_json(best.read_text())
     report = shardviz.analyze(examples.mlp, plan)
     assert report.errors == []
