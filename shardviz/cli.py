@@ -340,10 +340,11 @@ def print_explanations(report, args) -> None:
         progress.stop()
     if args.quiet:
         return
+    width = max(60, shutil.get_terminal_size((100, 40)).columns - 1)
     print("\nWhy each collective is there")
     for why in report.explanations():
         print()
-        print(why)
+        print(why.text_block(width))
 
 
 def cmd_report(args) -> int:
@@ -535,8 +536,10 @@ def cmd_verify(args) -> int:
     """``shardviz verify``: the plan on a local multi-process cluster."""
     from .multihost import PlanRefused, verify
 
-    if args.processes is None or args.processes < 1:
+    if args.processes is None:
         raise UsageError("give --processes N, the number of local processes (hosts) to start")
+    if args.processes < 1:
+        raise UsageError(f"--processes {args.processes}: give at least 1 process")
     if not args.inputs:
         raise UsageError("give --inputs, the global batch, e.g. --inputs 8x64")
     if args.timeout <= 0:
@@ -658,7 +661,9 @@ def make_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--rule", action="append", metavar="KEY=AXES",
                        help="a layout rule, repeatable")
     sweep.add_argument("--plan", metavar="PLAN.JSON", help="take the rules from a plan file")
-    sweep.add_argument("--batch-axis", metavar="AXIS", help="default: the first mesh axis")
+    sweep.add_argument("--batch-axis", metavar="AXIS",
+                       help="default: the first mesh axis, which is `batch` unless the rules "
+                       "name it otherwise")
     sweep.add_argument("--devices", type=int, metavar="N", help="the device count")
     sweep.add_argument("--target", metavar="NAME", help="e.g. v5e:4x4")
     sweep.add_argument("--inputs", action="append", metavar="SHAPE[:DTYPE]",

@@ -67,9 +67,10 @@ class Verification:
 
     def __str__(self) -> str:
         n = len(self.disagreements)
-        head = (f"verified on {self.processes} processes: {self.checked} shards agree with "
+        procs = f"{self.processes} process{'es' if self.processes != 1 else ''}"
+        head = (f"verified on {procs}: {self.checked} shards agree with "
                 f"shardviz's prediction" if self.agree else
-                f"verification on {self.processes} processes failed: {n} disagreement"
+                f"verification on {procs} failed: {n} disagreement"
                 f"{'s' if n != 1 else ''}, {len(self.failures)} worker failure"
                 f"{'s' if len(self.failures) != 1 else ''}")
         tail = (f"; gathered output matches the single-process run (max |diff| "
@@ -214,8 +215,8 @@ def _last_lines(path: str, n: int = 8) -> str:
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = [line.rstrip() for line in f if line.strip() and "[Gloo]" not in line]
     except OSError:
-        return ""
-    return "\n".join("    " + line for line in lines[-n:])
+        return "    (no output yet)"
+    return "\n".join("    " + line for line in lines[-n:]) or "    (no output yet)"
 
 
 def verify(builder: object, plan: object, processes: int = 2, inputs: object = None,
@@ -269,8 +270,10 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
     shapes = [tuple(s) for s, _ in specs]
     report = analyze(builder_fn, plan, shapes[0] if len(shapes) == 1 else shapes, processes=n)
     if report.errors:
-        raise PlanRefused(f"Keras refuses this plan: {report.errors[0].message}",
-                          hint=report.errors[0].hint)
+        first = report.errors[0]
+        if first.kind == "trace-failed":  # the inputs or the model, not the plan
+            raise ShardvizError(f"The forward pass cannot run: {first.message}", hint=first.hint)
+        raise PlanRefused(f"Keras refuses this plan: {first.message}", hint=first.hint)
     try:
         code = plan.to_python(processes=n)
     except ShardvizError as e:

@@ -332,6 +332,9 @@ class Suggestions(list):
             frame["bytes_per_device"] = frame["bytes_per_device"].map(human_bytes)
             frame["comm_bytes"] = frame["comm_bytes"].map(human_bytes)
             frame["seconds"] = frame["seconds"].map(lambda s: human_seconds(s) if s else "—")
+        frame = frame.rename(columns={
+            "name": "plan", "bytes_per_device": "per device", "comm_bytes": "communicated",
+            "seconds": "step (estimate)", "estimated": "estimates"})
         return frame.to_html(index=True, escape=True)
 
     def __str__(self) -> str:

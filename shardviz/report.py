@@ -428,7 +428,8 @@ class Report:
         ``backward`` or ``update``); ``axes`` (the mesh axes its groups run
         over); ``over`` (the same in words); ``complete`` (False when groups
         cover only part of those axes); ``group_size``; ``groups``;
-        ``bytes_per_device`` (what each device sends or receives);
+        ``bytes_per_device`` (the larger of the buffer a device holds before and after
+        it: the gathered size of an all-gather, the reduced size of a reduce-scatter);
         ``result_bytes``; ``operand_bytes``; ``async``; ``name`` (the HLO
         instruction); ``op_name`` (its JAX name scope); ``network`` (the
         link it runs over: ``"ici"`` or ``"dcn"`` on a TPU target,

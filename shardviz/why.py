@@ -29,6 +29,8 @@ import html
 import re
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
+
 from .errors import ShardvizError
 from .format import format_spec, human_bytes
 from .plan import Plan
@@ -121,19 +123,23 @@ class Explanation:
     tried: tuple[Tried, ...] = ()
 
     def __str__(self) -> str:
+        return self.text_block()
+
+    def text_block(self, width: int = 88) -> str:
+        """The explanation as plain text, wrapped to ``width`` columns."""
         lines = [f"Collective {self.index}: {self.kind} at {self.layer or '?'}",
                  f"  source: {short_file(self.source) if self.source else 'unknown'}"
                  + (f" (from {self.source_from})" if self.source_from not in ("", "itself")
                     else ""),
-                 "", *_wrap(self.text), ""]
+                 "", *_wrap(self.text, width), ""]
         if self.fix is not None:
-            lines += [f"Fix: {self.fix_change}", *_wrap(self.fix_cost)]
+            lines += _wrap(f"Fix: {self.fix_change}", width) + _wrap(self.fix_cost, width)
         else:
-            lines += ["No local fix.", *_wrap(self.fix_cost)]
+            lines += ["No local fix.", *_wrap(self.fix_cost, width)]
         if self.tried:
             lines += ["", "Tried:"]
             for t in self.tried:
-                wrapped = _wrap(f"{t.change}: {t.outcome}", 84)
+                wrapped = _wrap(f"{t.change}: {t.outcome}", width - 4)
                 lines += ["  - " + wrapped[0]] + ["    " + w for w in wrapped[1:]]
         return "\n".join(lines)
 
@@ -176,6 +182,10 @@ def _row(report: Report, which: object) -> tuple[int, Any]:
             + (" (its forward pass did not run)." if report.trace is None else "."),
             hint="Analyse with inputs=... so that the pass is compiled, then call why(i) "
             "with an index into report.collectives.")
+    if isinstance(which, pd.DataFrame):
+        raise ShardvizError(
+            f"why() takes one collective, and this is a table of {len(which)} rows.",
+            hint="Pass an index (report.why(0)) or one row (report.collectives.iloc[0]).")
     if hasattr(which, "name") and hasattr(which, "get") and not isinstance(which, (int, str)):
         index = which.name  # a row of report.collectives
     else:
@@ -185,11 +195,21 @@ def _row(report: Report, which: object) -> tuple[int, Any]:
     if isinstance(index, bool) or not isinstance(index, numbers.Integral) \
             or not -len(frame) <= int(index) < len(frame):
         raise ShardvizError(
-            f"why({which!r:.60}): there is no collective {index!r:.40}; this report has "
+            f"why({_short(which)}): there is no collective {_short(index)}; this report has "
             f"{len(frame)} (rows 0 to {len(frame) - 1} of report.collectives).",
             hint="Pass an index into report.collectives, or one of its rows.")
     i = int(index) % len(frame)
     return i, frame.iloc[i]
+
+
+def _short(value: object) -> str:
+    """A value for a one-line message: ints as they are, the rest quoted and cut."""
+    import numbers
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(value)
+    text = " ".join(str(value).split())
+    return repr(text if len(text) <= 40 else text[:39] + "…")
 
 
 def _meetings(report: Report, operands) -> list[Meeting]:
@@ -293,7 +313,8 @@ def _why_text(report: Report, row, meetings: list[Meeting]) -> str:
     axes = tuple(row["axes"])
     over = ", ".join(f"`{a}`" for a in axes) or "the devices"
     size = human_bytes(int(row["bytes_per_device"]))
-    primitive = str(row["site"]).rsplit("/", 1)[-1] if row["site"] else "an op"
+    primitive = re.sub(r"[()]", "", str(row["site"]).rsplit("/", 1)[-1]) if row["site"] \
+        else "an op"
     lines = []
     if meetings:
         lines.append(f"At `{layer}` ({primitive}) these layouts meet: "
@@ -335,6 +356,14 @@ def _why_text(report: Report, row, meetings: list[Meeting]) -> str:
                     f"{'all-reduces' if kind == 'all-reduce' else 'reduce-scatters'} them "
                     f"({size} per device). This is the price of splitting the contraction "
                     "(row parallelism, or attention split by heads).")
+    batch = report.plan.batch_axis
+    if row["pass"] != "forward" and kind in ("all-reduce", "reduce-scatter") \
+            and batch in axes:
+        lines.append(
+            f"In the {row['pass']} pass, each replica along `{batch}` computed gradients on "
+            f"its own rows of the batch; XLA sums them over `{batch}` "
+            f"({'all-reduce' if kind == 'all-reduce' else 'reduce-scatter'}, {size} per "
+            "device). This is the price of data parallelism.")
     if len(lines) < 2:
         lines.append(_generic(kind, over, size, layer))
     return "\n".join(lines)
@@ -468,9 +497,13 @@ def _changes(before: Report, after: Report) -> str:
             parts.append(f"adds {'an' if kind[0] == 'a' else 'a'} {kind} at `{layer}` "
                          f"({human_bytes(bb)})" if nb == 1 else
                          f"adds {nb} {kind}s at `{layer}` ({human_bytes(bb)})")
+        elif ba == bb:
+            parts.append(f"splits the {kind} at `{layer}` ({human_bytes(ba)}) into {nb}"
+                         if nb > na else f"merges the {kind}s at `{layer}` ({human_bytes(ba)}) "
+                         f"into {nb}")
         else:
-            parts.append(f"changes the {kind} at `{layer}` from {human_bytes(ba)} to "
-                         f"{human_bytes(bb)}")
+            parts.append(f"changes the {kind}{'s' if na > 1 else ''} at `{layer}` from "
+                         f"{human_bytes(ba)} to {human_bytes(bb)}")
     return "; ".join(parts) or "leaves the collectives as they were"
 
 
@@ -490,6 +523,11 @@ def explain_collective(report: Report, which: object, *, search: bool = True) ->
         base["text"] = text + f"\nRules involved: none ({NO_RULE})."
     if not search:
         return Explanation(**base, fix=None, fix_cost="Not searched (search=False).")
+    if row["pass"] != "forward":
+        return Explanation(**base, fix=None, fix_cost=(
+            f"Fixes are searched for forward-pass collectives; this one is in the "
+            f"{row['pass']} pass, where layer names do not identify a collective across "
+            "plans. Explain the forward-pass collective at the same layer instead."))
     tried = _try_all(report, row, meetings)
     good = [t for t in tried if t.removes]
     if not good:

@@ -33,7 +33,8 @@ def test_the_mlps_top_candidate_is_megatron_paired_or_beats_it():
         assert c.compiled and c.report.errors == [] and c.estimated == ()
         assert builds_under(c.plan, examples.mlp)
         assert all(c.reasons.get(r.key) for r in c.plan.rules)
-    assert "data parallel" in found._repr_html_() and "comm_bytes" in found.table
+    assert "data parallel" in found._repr_html_() and "communicated" in found._repr_html_()
+    assert "comm_bytes" in found.table
 
 
 def test_under_a_budget_data_parallel_misses_every_candidate_fits():

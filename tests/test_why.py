@@ -156,3 +156,17 @@ def test_xla_resharding_warnings_become_problems_with_their_layer(capfd):
 
     calm = shardviz.analyze(_reshaper, plan.without_rule("reshape/output"), inputs=(8, 8))
     assert not calm.problems_of("xla-resharding")
+
+
+def test_a_gradient_reduction_is_the_price_of_data_parallelism_and_has_no_model_source():
+    report = shardviz.analyze(examples.mlp, WRONG_PAIR, inputs=X8, train_step=True)
+    rows = report.collectives
+    backward = rows.index[(rows["pass"] == "backward") & (rows["axes"] == ("batch",))]
+    assert len(backward)
+    why = report.why(int(backward[0]))
+    assert "price of data parallelism" in why.text and why.fix is None
+    assert "forward-pass collectives" in why.fix_cost
+    for source in rows["source"]:  # never the line that called analyze
+        assert not source or not source.startswith(__file__)
+    with pytest.raises(ShardvizError, match="one collective, and this is a table"):
+        report.why(rows.iloc[0:1])

@@ -303,13 +303,22 @@ def _pick(values: list[str], index: str | None) -> str:
     return values[i - 1] if 0 < i <= len(values) else ""
 
 
+_SHARDVIZ = re.compile(r"/shardviz/(?!examples\.py)")
+
+
 def source_frame(frames: tuple[Frame, ...]) -> Frame | None:
     """The innermost frame worth changing: a layer's ``call`` or the user's
-    line, past JAX, the Keras backend and shardviz (see :data:`_LIBRARY`)."""
+    line in the model, past JAX, the Keras backend and shardviz (see
+    :data:`_LIBRARY`). Frames outside shardviz's own call of the model (the
+    line that called ``analyze``) are never a source: an op traced with no
+    model frame (a gradient, an optimizer update) has none."""
     for frame in frames:
-        if frame.file and not _LIBRARY.search(frame.file.replace("\\", "/")):
+        path = frame.file.replace("\\", "/")
+        if _SHARDVIZ.search(path):
+            return None
+        if frame.file and not _LIBRARY.search(path):
             return frame
-    return frames[0] if frames else None
+    return None
 
 
 def short_file(path: str) -> str:

@@ -576,9 +576,10 @@ class Explorer(widgets.VBox):
             self.fix_button.disabled = True
             return
         stale = not self.forward_is_fresh
-        self.why_html.value = styled(why._repr_html_()) + (
-            note_html("The plan changed since this pass: run it again to apply a fix.",
-                      "#8a5a00") if stale and why.fix is not None else "")
+        self.why_html.value = (note_html(
+            "Stale: this explains the last forward pass, which ran under an older plan; run it "
+            "again to explain (and fix) the current one.", "#8a5a00") if stale else "") \
+            + styled(why._repr_html_())
         self.fix_button.disabled = why.fix is None or stale
 
     def _apply_fix(self):
