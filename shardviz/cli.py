@@ -27,7 +27,7 @@ import time
 
 from . import __version__
 from .errors import KINDS, SEVERITIES, ShardvizError
-from .format import format_spec, human_bytes
+from .format import format_spec, human_bytes, human_seconds
 from .plan import AXIS_NAME, check_axis_name
 
 UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -519,6 +519,10 @@ def cmd_sweep(args) -> int:
     shown["bytes_per_device"] = shown["bytes_per_device"].map(human_bytes)
     shown["collective_bytes"] = shown["collective_bytes"].map(
         lambda b: "—" if b is None or b != b else human_bytes(int(b)))
+    shown["fits"] = shown["fits"].map(lambda f: "—" if f is None or f != f else
+                                      ("yes" if f else "no"))
+    shown["seconds"] = shown["seconds"].map(lambda t: "—" if t is None or t != t else
+                                            human_seconds(t))
     print(shown.drop(columns=["first_error"]).to_string(index=False))
     failing = frame[frame["errors"] > 0]
     if len(failing) and not args.quiet:
