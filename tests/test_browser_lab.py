@@ -100,6 +100,29 @@ def test_typing_in_the_explorer_in_jupyterlab(lab, tmp_path):
                 " && document.querySelector('.shardviz-header').innerText.includes('fresh')",
                 timeout=120_000)
             shot(page, "fixed")
+
+            # Why is the all-reduce there? Choose it in the Communication tab.
+            page.locator(".shardviz-explorer .lm-TabBar-tabLabel").filter(
+                has_text="Communication").first.click()
+            page.locator(".shardviz-why-select select").select_option(index=1)
+            page.wait_for_function(
+                "document.querySelector('.shardviz-why')?.innerText.includes('price of splitting')",
+                timeout=120_000)
+            assert page.locator(".shardviz-apply-fix button, button.shardviz-apply-fix")\
+                .first.is_disabled()
+            shot(page, "why")
+
+            # Plans suggested for the 8 devices, one chosen: its changes are listed.
+            page.locator(".shardviz-explorer .lm-TabBar-tabLabel").filter(
+                has_text="Suggest").first.click()
+            page.locator("button", has_text="Suggest plans").first.click()
+            page.wait_for_function(
+                "document.body.innerText.includes('plans for 8 devices, best first')",
+                timeout=180_000)
+            page.wait_for_function(
+                "document.body.innerText.includes('Changes to the current plan')",
+                timeout=60_000)
+            shot(page, "suggest")
         finally:
             browser.close()
-    assert len(shots) == 4 and all(path.stat().st_size > 10_000 for path in shots)
+    assert len(shots) == 6 and all(path.stat().st_size > 10_000 for path in shots)
