@@ -186,7 +186,9 @@ def _reference(builder_ref: str, inputs: list) -> list[np.ndarray]:
           else rng.standard_normal(shape).astype(dtype) for shape, dtype in inputs]
     import jax
 
-    out = model(*xs) if len(xs) > 1 else model(xs[0])
+    from .inputs import call_args
+
+    out = model(*call_args(model, xs[0] if len(xs) == 1 else xs))
     return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(out)]
 
 

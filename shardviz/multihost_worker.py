@@ -73,10 +73,14 @@ def main(spec_path: str, process_id: int) -> int:
         tv = [v.value for v in model.trainable_variables]
         ntv = [v.value for v in model.non_trainable_variables]
 
-        def forward(tv, ntv, *x):
-            return model.stateless_call(tv, ntv, *x)[0]
+        from shardviz.inputs import call_args
 
-        outputs = jax.jit(forward)(tv, ntv, *placed)
+        batch = placed[0] if len(placed) == 1 else placed
+
+        def forward(tv, ntv, x):
+            return model.stateless_call(tv, ntv, *call_args(model, x))[0]
+
+        outputs = jax.jit(forward)(tv, ntv, batch)
         leaves = jax.tree_util.tree_leaves(outputs)
         result["variables"] = {
             v.path: [[positions[s.device.id], _ranges(s.index, v.shape)]

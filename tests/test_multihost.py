@@ -163,3 +163,11 @@ def test_verify_needs_a_builder_the_workers_can_import():
 
     with pytest.raises(ShardvizError, match="worker processes can import"):
         shardviz.verify(local, examples.megatron_plan(), processes=2, inputs=(8, 16))
+
+
+def test_verify_feeds_every_input_of_a_model_with_two():
+    out = run("verify", "verify_builders:two_inputs", *MEGATRON, "--processes", "2",
+              "--inputs", "8x16", "--inputs", "8x16")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "gathered output matches" in out.stdout
+    assert not workers_left()

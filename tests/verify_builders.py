@@ -22,3 +22,12 @@ def hangs():
     if _in_worker():
         time.sleep(600)
     return examples.mlp()
+
+
+def two_inputs():
+    """A functional model with two inputs: each host feeds its rows of both."""
+    import keras
+
+    a, b = keras.Input((16,), name="a"), keras.Input((16,), name="b")
+    h = keras.layers.Dense(64, name="up")(keras.layers.Add(name="sum")([a, b]))
+    return keras.Model([a, b], keras.layers.Dense(16, name="down")(h), name="two")
