@@ -117,6 +117,8 @@ REASONS = {
     "heads-out": "the output projection takes the heads as they are split (row-parallel): one "
                  "all-reduce per attention block",
     "embedding": "the embedding table is split by vocabulary over `{axis}`",
+    "embedding-hidden": "the embedding table is split by hidden size over `{axis}` (its "
+                        "vocabulary does not divide)",
     "sequence": "sequence-parallel: norms and residual adds work on a slice of the sequence "
                 "split over `{axis}`, so their activations take less memory, at the price of "
                 "gathering the sequence before each tensor-parallel block (the compiled "
@@ -135,9 +137,11 @@ def tensor_parallel_specs(scan: Scan, axis: str, size: int) -> dict[str, tuple]:
         if r.dim is None:
             continue
         shape = shapes[r.path]
-        spec = tuple(axis if d == r.dim else None for d in range(len(shape)))
-        if shape[r.dim] % size == 0:
-            specs[r.path] = spec
+        dim = r.dim
+        if r.kind == "embedding" and shape[0] % size and shape[1] % size == 0:
+            dim = 1  # a vocabulary that does not divide: split the hidden size instead
+        if shape[dim] % size == 0:
+            specs[r.path] = tuple(axis if d == dim else None for d in range(len(shape)))
     return specs
 
 
@@ -369,6 +373,8 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
             member = matched[0]
             kind = kinds.get(member, "fsdp")
             role = role_of.get(member)
+            if kind == "embedding" and dict(rules)[key][0] != "model":
+                kind = "embedding-hidden"
             axis = axis_for(kind)
             size = mesh.get(axis, 1)
             counts = {shape_of[p][role.dim] for p in matched

@@ -141,3 +141,22 @@ def test_sequence_parallel_rules_are_offered_where_activations_dominate():
     # The small Llama's weights outweigh its activations: no sequence split there.
     weighty = shardviz.suggest(examples.llama, devices=8, top=10)
     assert weighty and not any("sequence" in c.name for c in weighty)
+
+
+def test_an_embedding_whose_vocabulary_does_not_divide_is_split_by_hidden_size():
+    def odd_vocabulary():
+        import keras
+
+        x = keras.Input((8,), dtype="int32")
+        h = keras.layers.Embedding(1001, 64, name="embed")(x)
+        return keras.Model(x, keras.layers.Dense(64, name="proj")(h))
+
+    found = shardviz.suggest(odd_vocabulary, devices=8, top=10)
+    split = [c for c in found if c.plan.mesh_dict["model"] > 1]
+    assert split
+    for c in split:
+        axes = {r.key: r.axes for r in c.plan.rules}
+        key = next(k for k in axes if re.fullmatch(k, "embed/embeddings"))
+        assert axes[key] == (None, "model")
+        assert "hidden size" in c.reasons[key]
+        assert builds_under(c.plan, odd_vocabulary)
