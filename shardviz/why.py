@@ -58,8 +58,10 @@ class Meeting:
     rule: str | None
     """The rule key that set the layout; None when none did."""
     via: tuple = ()
-    """For an activation no /output rule sets: ``(variable, rule)`` of the
-    producing layer's split variables, whose layouts XLA propagated."""
+    """For an activation no /output rule sets: ``(variable, rule, rule index)``
+    of the producing layer's split variables, whose layouts XLA propagated."""
+    rule_index: int | None = None
+    """The position of ``rule`` in the plan, as the rule editor numbers it."""
 
     def describe(self) -> str:
         shape = f" {self.shape}" if self.shape else ""
@@ -67,14 +69,14 @@ class Meeting:
             return f"`{self.name}`{shape}"
         layout = format_spec(self.spec)
         if self.rule:
-            how = f"by rule `{self.rule}`"
+            how = f"by {_rule(self.rule, self.rule_index)}"
         elif self.kind == "variable":
             how = f"({NO_RULE})"
         elif self.kind == "input":
             how = "(the batch layout Keras gives inputs)"
         elif self.via:
             how = ("(no /output rule: XLA propagated it from "
-                   + " and ".join(f"`{v}` (rule `{r}`)" for v, r in self.via) + ")")
+                   + " and ".join(f"`{v}` ({_rule(r, i)})" for v, r, i in self.via) + ")")
         else:
             how = "(no /output rule: XLA chose it by propagation)"
         return f"`{self.name}`{shape} is {layout} {how}"
@@ -162,6 +164,11 @@ class Explanation:
             + "</div>")
 
 
+def _rule(key: str, index: int | None) -> str:
+    """``rule 2 `.*down/kernel```, numbered as the plan (and the editor) number it."""
+    return f"rule {index} `{key}`" if index is not None else f"rule `{key}`"
+
+
 def _code(text: str) -> str:
     """Markdown-ish backticks to <code>, the rest escaped."""
     parts = html.escape(text).split("`")
@@ -213,6 +220,13 @@ def _short(value: object) -> str:
 
 
 def _meetings(report: Report, operands) -> list[Meeting]:
+    index_of = {r.key: i for i, r in enumerate(report.plan.rules)}
+    return [dataclasses.replace(m, rule_index=index_of.get(m.rule) if m.rule else None,
+                                via=tuple((v, r, index_of.get(r)) for v, r in m.via))
+            for m in _meetings_unnumbered(report, operands)]
+
+
+def _meetings_unnumbered(report: Report, operands) -> list[Meeting]:
     variables = report.variables.set_index("path")
     activations = report.activations
     out = []
@@ -324,7 +338,7 @@ def _why_text(report: Report, row, meetings: list[Meeting]) -> str:
         x, xd, kernel, kd = pair
         x_split = x.spec is not None and xd in _split_dims(x.spec, axes)
         k_split = kernel.spec is not None and kd in _split_dims(kernel.spec, axes)
-        krule = f"rule `{kernel.rule}`" if kernel.rule else NO_RULE
+        krule = _rule(kernel.rule, kernel.rule_index) if kernel.rule else NO_RULE
         if kind == "all-gather" and x_split and not k_split:
             lines.append(
                 f"`{layer}` contracts dim {xd} of `{x.name}` with dim {kd} of `{kernel.name}`, "
@@ -349,7 +363,7 @@ def _why_text(report: Report, row, meetings: list[Meeting]) -> str:
             kernel, dims = kernel_dims
             split = [d for d in dims if d in _split_dims(kernel.spec, axes)]
             if split:
-                krule = f"rule `{kernel.rule}`" if kernel.rule else NO_RULE
+                krule = _rule(kernel.rule, kernel.rule_index) if kernel.rule else NO_RULE
                 lines.append(
                     f"`{layer}` contracts over dim {split[0]} of `{kernel.name}`, which {krule} "
                     f"splits over {over}: each device holds a partial sum, and XLA "
@@ -515,7 +529,7 @@ def explain_collective(report: Report, which: object, *, search: bool = True) ->
     meetings = _meetings(report, tuple(row["operands"]))
     text = _why_text(report, row, meetings)
     rules = tuple(sorted({m.rule for m in meetings if m.rule}
-                         | {r for m in meetings for _, r in m.via}))
+                         | {r for m in meetings for _, r, _ in m.via}))
     base = dict(index=index, kind=row["kind"], layer=row["layer"], site=row["site"],
                 source=row["source"], source_from=row["source_from"], text=text, rules=rules,
                 meetings=tuple(meetings))
