@@ -48,6 +48,15 @@ def _named_layout(text: str, activations) -> tuple[str, str | None]:
     return text, None
 
 
+def _layer_of(op_name: str, layer_paths) -> str | None:
+    """The Keras layer an op's name scope belongs to, or None."""
+    for scope in hlo.scopes_of(op_name)[0]:
+        layer = hlo.layer_for_scope(scope, layer_paths)
+        if layer:
+            return layer
+    return None
+
+
 def reshard_problems(compiled, warnings, layer_paths, plan, what: str = "forward",
                      activations=()):
     """Each :class:`~.xla_log.ReshardWarning` as a Problem naming its layer,
@@ -62,21 +71,14 @@ def reshard_problems(compiled, warnings, layer_paths, plan, what: str = "forward
     program = sources.Program.parse(module_text(compiled))
     out = []
     for w in warnings:
-        scopes, _ = hlo.scopes_of(w.op_name)
-        layer = next((hlo.layer_for_scope(s, layer_paths) for s in scopes
-                      if hlo.layer_for_scope(s, layer_paths)), None)
+        layer = _layer_of(w.op_name, layer_paths)
         frame = sources.source_frame(program.frames.get(w.frame_id, ()))
         site = next((i for i in program.instructions.values() if i.op_name == w.op_name), None)
         inputs = []
         if site is not None:
-            def layer_of(op_name):
-                for scope in hlo.scopes_of(op_name)[0]:
-                    found = hlo.layer_for_scope(scope, layer_paths)
-                    if found:
-                        return found
-                return None
-            inputs = [name for kind, name in program.inputs_of(site.name, {}, layer, layer_of)
-                      if kind == "activation"]
+            inputs = [name for kind, name in program.inputs_of(
+                site.name, {}, layer, lambda op_name: _layer_of(op_name, layer_paths))
+                if kind == "activation"]
         if not inputs and layer in layer_paths and layer_paths.index(layer) > 0:
             # XLA fused the op away: take the layer called just before it.
             inputs = [layer_paths[layer_paths.index(layer) - 1]]
@@ -116,12 +118,7 @@ def collectives_of(compiled, mesh, layer_paths, parameters=None):
     parameters = parameters or {}
 
     def layer_of(op_name: str) -> str | None:
-        scopes, _ = hlo.scopes_of(op_name)
-        for scope in scopes:
-            layer = hlo.layer_for_scope(scope, layer_paths)
-            if layer:
-                return layer
-        return None
+        return _layer_of(op_name, layer_paths)
 
     out = []
     for c in hlo.collectives(text, mesh.axis_names, mesh.shape):
