@@ -348,17 +348,9 @@ def print_explanations(report, args) -> None:
 
 
 def cmd_report(args) -> int:
-    from . import simulate_devices
-    from .devices import cpu_only
-
     check_outputs(args)
-    if args.devices is not None:
-        try:
-            simulate_devices(args.devices)
-        except ShardvizError as e:
-            raise UsageError.of(e, f"--devices {args.devices}: ") from None
-    else:
-        cpu_only()
+    args.simulate = args.devices
+    _start(args)
     plan = build_plan(args)
     inputs = [parse_inputs(t) for t in args.inputs or []]
     fail_on = parse_fail_on(args.fail_on) if args.fail_on else set()

@@ -773,17 +773,7 @@ class Plan:
         self.refuse_errors()
         if processes is not None:
             return self._to_python_multihost(processes, devices_expr)
-        devices_expr = devices_expr or f"keras.distribution.list_devices()[:{self.mesh_size}]"
-        lines = [
-            "import keras",
-            "",
-            f"devices = {devices_expr}",
-            "mesh = keras.distribution.DeviceMesh(",
-            f"    shape={self.mesh_shape!r}, axis_names={self.axis_names!r}, devices=devices",
-            ")",
-            "layout_map = keras.distribution.LayoutMap(mesh)",
-        ]
-        lines += [f"layout_map[{r.key!r}] = {tuple(r.axes)!r}" for r in self.rules]
+        lines = ["import keras", "", *self._layout_lines(devices_expr)]
         lines += [
             "distribution = keras.distribution.ModelParallel(",
             f"    layout_map=layout_map, batch_dim_name={self.batch_axis!r}",
@@ -791,11 +781,22 @@ class Plan:
         ]
         return "\n".join(lines)
 
+    def _layout_lines(self, devices_expr: str | None) -> list[str]:
+        """The devices, mesh and layout map of :meth:`to_python`'s code."""
+        devices_expr = devices_expr or f"keras.distribution.list_devices()[:{self.mesh_size}]"
+        return [
+            f"devices = {devices_expr}",
+            "mesh = keras.distribution.DeviceMesh(",
+            f"    shape={self.mesh_shape!r}, axis_names={self.axis_names!r}, devices=devices",
+            ")",
+            "layout_map = keras.distribution.LayoutMap(mesh)",
+            *(f"layout_map[{r.key!r}] = {tuple(r.axes)!r}" for r in self.rules),
+        ]
+
     def _to_python_multihost(self, processes: int, devices_expr: str | None) -> str:
         """The code of :meth:`to_python` for ``processes`` hosts: one copy runs
         on every host."""
         processes = cast(int, check_processes(processes, self.mesh_size))
-        devices_expr = devices_expr or f"keras.distribution.list_devices()[:{self.mesh_size}]"
         lines = [
             f"# One copy of this code runs on each of the {processes} hosts.",
             "import jax",
@@ -812,13 +813,8 @@ class Plan:
             "{jax.process_count()} joined.')",
             "",
             "# Every host lists the same global devices, its own among them.",
-            f"devices = {devices_expr}",
-            "mesh = keras.distribution.DeviceMesh(",
-            f"    shape={self.mesh_shape!r}, axis_names={self.axis_names!r}, devices=devices",
-            ")",
-            "layout_map = keras.distribution.LayoutMap(mesh)",
+            *self._layout_lines(devices_expr),
         ]
-        lines += [f"layout_map[{r.key!r}] = {tuple(r.axes)!r}" for r in self.rules]
         lines += [
             "# Each host feeds only its own rows of the batch (see local_batch), so Keras",
             "# must not shard the dataset again.",

@@ -266,7 +266,6 @@ class Candidate:
     """Estimated step time on the target (None without one)."""
     compiled: bool = False
     fits: bool = True
-    errors: int = 0
     tight: bool = False
     """Not compiled, and its variables alone take more than :data:`TIGHT` of
     a chip's memory: ranked after the candidates with room to spare."""
@@ -529,8 +528,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             continue
         c = Candidate(name, plan, reasons, report,
                       bytes_per_device=report.variable_bytes_per_device,
-                      comm_bytes=_estimated_comm(report, scan, train_step),
-                      errors=len(report.errors))
+                      comm_bytes=_estimated_comm(report, scan, train_step))
         capacity = report.mesh.capacity_bytes
         if capacity and c.bytes_per_device > TIGHT * capacity:
             c.tight = True

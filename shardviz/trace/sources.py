@@ -67,11 +67,12 @@ The others (all-reduce, reduce-scatter) finish the op that feeds them: it
 left partial sums on every device."""
 
 _LIBRARY = re.compile(
-    r"(/|^)(jax|jaxlib)/|/shardviz/(?!examples\.py)|/keras/src/(backend|ops|activations|utils|trainers|models|"
+    r"(/|^)(jax|jaxlib)/|/keras/src/(backend|ops|activations|utils|trainers|models|"
     r"distribution|random)/|/keras/src/layers/layer\.py$|/keras/src/layers/__init__|"
     r"/keras_hub/src/utils/|<frozen |/contextlib\.py$|/functools\.py$|/threading\.py$")
 """Frames that are plumbing rather than a place to change: JAX, the Keras
-backend and op wrappers, and shardviz itself. A source is the innermost
+backend and op wrappers (shardviz's own frames end the search, see
+:func:`source_frame`). A source is the innermost
 frame outside these: a layer's ``call`` or the user's own line."""
 
 
