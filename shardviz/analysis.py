@@ -37,7 +37,8 @@ BLOCKING = {"conflict", "indivisible", "rank-mismatch", "unknown-axis", "duplica
 
 
 def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
-            mode: str | None = None, train_step: bool = False, optimizer: object = None,
+            labels: object = None, mode: str | None = None, train_step: bool = False,
+            optimizer: object = None,
             progress: Callable[[str], object] | None = None,
             replicated_threshold: int = checks.DEFAULT_REPLICATED_THRESHOLD,
             abstract_mesh: bool | None = None, target: str | Target | None = None, slices: int = 1,
@@ -60,13 +61,22 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             ``DataParallel`` / ``LayoutMap``, or a plan dict.
         inputs: model inputs: arrays, shapes such as ``(8, 128)``,
             ``jax.ShapeDtypeStruct``s, or a list or dict of these.
+        labels: with ``train_step``: the labels ``model.fit`` would take as
+            ``y``, in the same forms as ``inputs`` (a bare shape is float32).
+            A compiled model whose loss needs labels must be given them. A
+            model that was never compiled is trained with
+            :data:`~shardviz.trace.train_step.DEFAULT_LOSS` against these, or
+            against zeros of its outputs' shapes.
         mode: ``"abstract"`` (lower and compile with ShapeDtypeStructs only;
             the default for shapes, or for a builder) or ``"concrete"``
             (also execute, and keep the sharded arrays on the report; the
             default for arrays with a built model).
-        train_step: also analyse a training step (forward, backward and
-            optimizer update): gradient collectives, optimizer slot layouts.
-        optimizer: the Keras optimizer for ``train_step`` (default Adam).
+        train_step: also analyse the train step ``model.fit`` runs: the
+            model's own ``train_step`` (its compiled loss, metrics and
+            optimizer), jitted as Keras jits it (state donated). Memory,
+            collectives and the fit verdict are then that program's.
+        optimizer: the Keras optimizer for ``train_step`` (default: the
+            model's own, else Adam).
         progress: called with the name of each stage of the forward pass
             (``"tracing"``, ``"compiling"``, ...), for progress displays.
         replicated_threshold: variables of at least this many bytes that
@@ -132,7 +142,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
         else:
             try:
                 traced = run_trace(scan, plan, mesh, var_layouts, inputs, mode=mode,
-                                   train_step=train_step, optimizer=optimizer,
+                                   train_step=train_step, optimizer=optimizer, labels=labels,
                                    progress=progress)
             except OutOfMemory as e:
                 trace_error = e
@@ -155,7 +165,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
         output_layouts=out_layouts, problems=problems, rule_usage=usage,
         device_count=device_count, seconds=time.perf_counter() - start,
         trace=traced, trace_error=trace_error, target=hardware,
-        arguments=dict(inputs=inputs, mode=mode, train_step=train_step, optimizer=optimizer,
+        arguments=dict(inputs=inputs, labels=labels, mode=mode, train_step=train_step, optimizer=optimizer,
                        replicated_threshold=replicated_threshold, abstract_mesh=abstract_mesh,
                        target=target, slices=slices, dcn_axes=dcn_axes, processes=processes),
     )

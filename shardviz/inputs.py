@@ -117,8 +117,9 @@ def placeholder_inputs(model_specs, batch: int = 1, other: int = 8):
     return specs[0] if len(specs) == 1 else specs
 
 
-def normalize_inputs(inputs, model_specs=None):
-    """``(tree of ShapeDtypeStruct, concrete)`` for user inputs.
+def normalize_inputs(inputs, model_specs=None, what: str = "Input"):
+    """``(tree of ShapeDtypeStruct, concrete)`` for user inputs (or labels:
+    ``what`` names them in errors).
 
     ``concrete`` is True when every leaf is an array. The tree keeps the
     structure the user gave (a single value, a list or a dict).
@@ -141,17 +142,17 @@ def normalize_inputs(inputs, model_specs=None):
                 dtype = model_specs[position][1]
             if any(int(d) < 0 for d in x):
                 raise ShardvizError(
-                    f"Input {position} has the shape {tuple(int(d) for d in x)}, with a negative "
+                    f"{what} {position} has the shape {tuple(int(d) for d in x)}, with a negative "
                     "size.", hint="Give every dim a size of at least 1, e.g. (8, 128).")
             return jax.ShapeDtypeStruct(tuple(int(d) for d in x), dtype or "float32")
         raise ShardvizError(
-            f"Input {position} is {type(x).__name__} {x!r:.80}; expected an array, a "
+            f"{what} {position} is {type(x).__name__} {x!r:.80}; expected an array, a "
             "jax.ShapeDtypeStruct or a shape such as (8, 128).",
             hint="For several inputs pass a list or a dict of these.",
         )
 
     if inputs is None:
-        raise ShardvizError("No inputs were given.")
+        raise ShardvizError(f"No {what.lower()}s were given.")
     if _is_shape(inputs) or _is_spec(inputs) or _is_array(inputs):
         tree = convert(inputs, 0)
     elif isinstance(inputs, Mapping):

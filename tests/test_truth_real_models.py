@@ -285,7 +285,9 @@ def test_a_task_that_compiles_in_its_constructor_is_analysed_with_its_optimizer(
     assert p.rule == "token_embedding/output" and "(8, 16, 256)" in p.message
     # No weights were allocated, and the task's own optimizer is used for a train step.
     assert all(v._value is None for v in report.scan.model.variables)
-    step = shardviz.analyze(llama_causal_lm, plan, inputs=TOKENS, train_step=True)
+    labels = jax.ShapeDtypeStruct((8, 16), "int32")
+    step = shardviz.analyze(llama_causal_lm, plan, inputs=TOKENS, labels=labels, train_step=True)
     assert step.trace_error is None and len(step.optimizer_variables) > 2
+    assert step.trace.step_setup.loss == "sparse_categorical_crossentropy"
     assert step.optimizer_variables["path"].iloc[0].startswith(
         step.scan.model.optimizer.name + "/")

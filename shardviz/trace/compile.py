@@ -157,18 +157,30 @@ def collectives_of(compiled, mesh, layer_paths, parameters=None):
     return out
 
 
-def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=None):
-    """Lower and compile ``fn(*args)``. XLA's resharding warnings go to
-    ``log`` (a list of :class:`~.xla_log.ReshardWarning`); anything else it
-    writes to stderr is passed on."""
+def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=None,
+                 observe=None):
+    """Lower and compile ``fn(*args)`` (``fn`` jitted here, unless it is
+    jitted already). XLA's resharding warnings go to ``log`` (a list of
+    :class:`~.xla_log.ReshardWarning`); anything else it writes to stderr is
+    passed on. ``observe=(on_output, distribution)`` traces inside
+    :func:`~shardviz._adapters.keras.observing_outputs` and with deferred
+    variables, for a function (Keras's own train step) that cannot open them
+    itself."""
+    import contextlib
+
     import jax
 
     progress = progress or (lambda stage: None)
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     t = time.perf_counter()
     try:
         progress("tracing")
-        with keras_adapter.full_tracebacks():
-            lowered = jax.jit(fn).lower(*args)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(keras_adapter.full_tracebacks())
+            if observe is not None:
+                stack.enter_context(keras_adapter.deferred_variables())
+                stack.enter_context(keras_adapter.observing_outputs(observe[0], base=observe[1]))
+            lowered = jitted.lower(*args)
         seconds[f"{what}_trace"] = time.perf_counter() - t
         t = time.perf_counter()
         progress("compiling")

@@ -29,7 +29,7 @@ from . import hlo
 from .activations import Activation, Recorder
 from .compile import collectives_of, compile_pass, reshard_problems
 from .cost import priced
-from .train_step import OptimizerVariable, add_train_step
+from .train_step import OptimizerVariable, StepSetup, add_train_step
 
 
 @dataclasses.dataclass
@@ -55,6 +55,9 @@ class Trace:
     problems: list[Problem] = dataclasses.field(default_factory=list)
     """What the pass found that Keras would refuse (an optimizer slot a rule
     cannot lay out)."""
+    step_setup: StepSetup | None = None
+    """With a train step: its loss, optimizer and labels, as ``model.fit``
+    would run it."""
 
 
 def _sample_input(spec, seed: int):
@@ -70,7 +73,7 @@ def _sample_input(spec, seed: int):
     return jax.device_put(value, spec.sharding)
 
 
-def _data_shardings(dist, mesh: MeshModel, specs, model_name):
+def _data_shardings(dist, mesh: MeshModel, specs, model_name, what: str = "Input"):
     import jax
     from jax.sharding import NamedSharding, PartitionSpec
 
@@ -86,7 +89,7 @@ def _data_shardings(dist, mesh: MeshModel, specs, model_name):
         if spec.shape[0] % size:
             good = max(size, (spec.shape[0] // size) * size)
             raise ShardvizError(
-                f"Input {i} of model {model_name!r} has batch size {spec.shape[0]}, which the "
+                f"{what} {i} of model {model_name!r} has batch size {spec.shape[0]}, which the "
                 f"batch axis {batch!r} of size {size} does not divide; Keras shards inputs on "
                 "their first dimension.",
                 hint=f"Use a batch that is a multiple of {size} (e.g. {good}), or make the "
@@ -108,7 +111,8 @@ def parameter_paths(trainable, non_trainable, optimizer_variables=()) -> dict[st
 
 
 def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | None = None,
-          train_step: bool = False, optimizer=None, seed: int = 0, progress=None) -> Trace:
+          train_step: bool = False, optimizer=None, labels=None, seed: int = 0,
+          progress=None) -> Trace:
     """Trace, compile and (in concrete mode) run the model under ``plan``.
 
     ``progress(stage)``, if given, is called as each stage starts:
@@ -219,7 +223,19 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
 
     if train_step:
         progress("train step")
-        add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, optimizer,
-                        name, seconds)
+        def data_shardings(specs, what):
+            placed_specs = _data_shardings(dist, mesh, specs, name, what)
+            if mode == "abstract":
+                return placed_specs
+            given = input_arrays(labels) if labels is not None and all(
+                hasattr(a, "__array__") for a in jax.tree_util.tree_leaves(labels)) else None
+            if given is None:
+                return jax.tree_util.tree_map(
+                    lambda s: jax.device_put(np.zeros(s.shape, s.dtype), s.sharding), placed_specs)
+            return jax.tree_util.tree_map(lambda a, s: jax.device_put(a, s.sharding), given,
+                                          placed_specs)
+
+        add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labels,
+                       optimizer, name, seconds, data_shardings)
     progress("done")
     return result

@@ -1,5 +1,15 @@
-"""The train step: forward, backward and the optimizer update, compiled on
-the plan's mesh, with the layout Keras gives every optimizer slot."""
+"""The train step ``model.fit`` runs: the model's own ``train_step`` (its
+compiled loss, metrics and optimizer, or a user's override), jitted as
+Keras's JAX trainer jits it (the state donated, the new state given the old
+state's layouts), compiled on the plan's mesh.
+
+The state is laid out as Keras lays it out under the plan's distribution:
+model variables by the plan, each optimizer slot like the variable it
+mirrors, and the other slots and metric variables by the rules (or
+replicated). The data is ``(x, y)`` as ``fit`` passes it, split on the batch
+axis. A model that was never compiled is compiled for the step with
+:data:`DEFAULT_LOSS`, and the report says so.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +18,17 @@ import math
 import time
 
 from .._adapters import keras as keras_adapter
-from ..errors import Problem
+from ..errors import Problem, ShardvizError
 from ..geometry import GeometryError, geometry_of, itemsize, spec_from_sharding
-from ..inputs import call_args
 from ..match import RuleMatcher
 from . import hlo
 from .activations import Recorder
 from .compile import collectives_of, compile_pass, reshard_problems
 from .cost import priced
+
+DEFAULT_LOSS = "mean_squared_error"
+"""The loss a model that was never compiled is trained with, against labels
+of its outputs' shapes when none are given."""
 
 
 @dataclasses.dataclass
@@ -32,17 +45,44 @@ class OptimizerVariable:
     bytes_per_device: int
 
 
-def _optimizer_layouts(optimizer, model, plan, mesh, sharding_of):
-    """Build the optimizer on the model's (deferred) variables and give each
-    slot the layout Keras would: its reference variable's, else the rules'."""
-    with keras_adapter.slot_references(optimizer) as references, \
-            keras_adapter.deferred_variables():
-        optimizer.build(model.trainable_variables)
-    rest = [v for v in optimizer.variables if id(v) not in references]
+@dataclasses.dataclass(frozen=True)
+class StepSetup:
+    """How the train step was set up: what ``model.fit`` would use."""
+
+    loss: str | None
+    """The loss by name (None: the model computes its own)."""
+    default_loss: bool
+    """True when the model was not compiled and shardviz chose the loss."""
+    optimizer: str
+    """The optimizer's class name."""
+    labels: str
+    """``"given"``, or how shardviz made them (``"zeros of the outputs' shapes"``)."""
+    donated: bool = True
+    """The state is donated, as Keras's trainer donates it."""
+
+    def describe(self) -> str:
+        """One line for reports:
+
+        >>> StepSetup("mse", False, "Adam", "given").describe()
+        'model.train_step with loss mse, Adam, state donated'
+        """
+        loss = "its own compute_loss" if self.loss is None else f"loss {self.loss}"
+        if self.default_loss:
+            loss += " (a default: the model was not compiled)"
+        labels = "" if self.labels == "given" else f", labels: {self.labels}"
+        return (f"model.train_step with {loss}, {self.optimizer}"
+                f"{', state donated' if self.donated else ''}{labels}")
+
+
+def _state_layouts(variables, references, plan, mesh, sharding_of, what):
+    """The sharding Keras gives each of ``variables`` (optimizer slots or
+    metric variables): its reference variable's, else the rules', else
+    replicated. Returns ``(shardings, records, problems)``."""
+    rest = [v for v in variables if id(v) not in references]
     matches = RuleMatcher([v.path for v in rest]).match(plan.rule_keys)
     by_rule = {id(v): m for v, m in zip(rest, matches)}
     shardings, records, problems = [], [], []
-    for v in optimizer.variables:
+    for v in variables:
         ref = references.get(id(v))
         shape, dtype = tuple(int(d) for d in v.shape), str(v.dtype)
         if ref is not None:
@@ -57,9 +97,9 @@ def _optimizer_layouts(optimizer, model, plan, mesh, sharding_of):
                 rule = plan.rules[m.rule].key
                 problems.append(Problem(
                     "error", e.kind,
-                    f"Optimizer slot {v.path!r} {shape}: rule {rule!r} gives it {tuple(axes)}, "
+                    f"{what} {v.path!r} {shape}: rule {rule!r} gives it {tuple(axes)}, "
                     f"which Keras refuses ({e.message}). shardviz counted it replicated.",
-                    hint=e.hint or "Make the rule's axes fit the slot, or add a more specific "
+                    hint=e.hint or "Make the rule's axes fit it, or add a more specific "
                     "rule for it.", path=v.path, rule=rule))
                 g = geometry_of(mesh, shape, dtype, ())
             sharding, spec = g.sharding, g.spec
@@ -81,45 +121,89 @@ def _fresh_optimizer(optimizer):
         return type(optimizer).from_config(optimizer.get_config())
 
 
-def add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, optimizer, name,
-                    seconds):
+def _labels(labels, result, data_shardings):
+    """Label specs placed like the data: the given ones, or zeros shaped like
+    the model's outputs. Returns ``(specs, how)``."""
     import jax
-    import jax.numpy as jnp
 
-    keras = keras_adapter.keras()
-    optimizer = _fresh_optimizer(optimizer or getattr(model, "optimizer", None)
-                                 or keras.optimizers.Adam())
-    opt_shardings, records, problems = _optimizer_layouts(optimizer, model, plan, mesh, sharding_of)
-    if result.mode == "abstract":
-        ov = [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype, sharding=s)
-              for v, s in zip(optimizer.variables, opt_shardings)]
+    from ..inputs import normalize_inputs
+
+    if labels is None:
+        outputs = result.compiled.out_info
+        specs = jax.tree_util.tree_map(lambda o: jax.ShapeDtypeStruct(o.shape, "float32"),
+                                       outputs)
+        how = "zeros of the outputs' shapes"
     else:
-        ov = [keras_adapter.initial_value(v, s) for v, s in zip(optimizer.variables, opt_shardings)]
-    recorder = Recorder(keras_adapter.layout_keys(dist), inspect=False, model=model)
+        specs, _ = normalize_inputs(labels, None, what="Label")
+        how = "given"
+    return data_shardings(specs, "Label"), how
 
-    def step(tv, ntv, ov, x):
-        def loss_fn(tv):
-            with keras_adapter.observing_outputs(recorder.on_output, base=dist):
-                y, new_ntv = model.stateless_call(tv, ntv, *call_args(model, x), training=True)
-            leaves = jax.tree_util.tree_leaves(y)
-            loss = sum(jnp.mean(jnp.square(leaf.astype("float32"))) for leaf in leaves)
-            return loss, new_ntv
 
-        with keras_adapter.deferred_variables():
-            (loss, new_ntv), grads = jax.value_and_grad(loss_fn, has_aux=True)(tv)
-            new_tv, new_ov = optimizer.stateless_apply(ov, grads, tv)
-        return loss, new_tv, new_ntv, new_ov
+def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labels, optimizer,
+                   name, seconds, data_shardings):
+    """Compile the model's own train step and put its program on ``result``."""
+    import jax
 
-    xla_warnings: list = []
-    compiled = compile_pass(step, (tv, ntv, ov, x), name, recorder, seconds, "train_step",
-                            log=xla_warnings)
-    layer_paths = [a.layer_path for a in result.activations]
-    from .forward import parameter_paths
-
-    parameters = parameter_paths(model.trainable_variables, model.non_trainable_variables,
-                                 optimizer.variables)
-    collectives = priced(collectives_of(compiled, mesh, layer_paths, parameters), mesh)
-    prefix = optimizer.name
+    model = scan.model
+    keras = keras_adapter.keras()
+    compiled_before = keras_adapter.is_compiled(model)
+    chosen = optimizer or (getattr(model, "optimizer", None) if compiled_before else None) \
+        or keras.optimizers.Adam()
+    optimizer = _fresh_optimizer(chosen)
+    deferred = scan.built_by_shardviz or result.mode == "abstract"
+    y, how = _labels(labels, result, data_shardings)
+    if labels is None and compiled_before and keras_adapter.compiled_loss_name(model):
+        raise ShardvizError(
+            f"Model {name!r} is compiled with the loss "
+            f"{keras_adapter.compiled_loss_name(model)}, which needs labels, and none were "
+            "given.", hint="Pass labels= to analyze: arrays, shapes such as (8, 1024), or "
+            "jax.ShapeDtypeStructs, one per model output, as model.fit takes y.")
+    with keras_adapter.training_state(model, optimizer, DEFAULT_LOSS, deferred):
+        setup = StepSetup(
+            loss=keras_adapter.compiled_loss_name(model), default_loss=not compiled_before,
+            optimizer=type(optimizer).__name__, labels=how)
+        with keras_adapter.slot_references(optimizer) as references, \
+                keras_adapter.deferred_variables():
+            optimizer.build(model.trainable_variables)
+        try:
+            keras_adapter.build_compiled_metrics(model, x, y, deferred)
+        except Exception as e:
+            raise _data_error(e, name, y, setup) from None
+        opt_shardings, records, problems = _state_layouts(
+            optimizer.variables, references, plan, mesh, sharding_of, "Optimizer slot")
+        metrics = list(model.metrics_variables)
+        metric_shardings, _, metric_problems = _state_layouts(
+            metrics, {}, plan, mesh, sharding_of, "Metric variable")
+        if result.mode == "abstract":
+            ov = [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype, sharding=s)
+                  for v, s in zip(optimizer.variables, opt_shardings)]
+            mv = [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype, sharding=s)
+                  for v, s in zip(metrics, metric_shardings)]
+        else:
+            ov = [keras_adapter.initial_value(v, s)
+                  for v, s in zip(optimizer.variables, opt_shardings)]
+            mv = [keras_adapter.initial_value(v, s) for v, s in zip(metrics, metric_shardings)]
+        state_shardings = ([v.sharding for v in tv], [v.sharding for v in ntv],
+                           opt_shardings, metric_shardings)
+        step = keras_adapter.keras_train_step(model, state_shardings)
+        recorder = Recorder(keras_adapter.layout_keys(dist), inspect=False, model=model)
+        xla_warnings: list = []
+        state, data = (tv, ntv, ov, mv), (x, y)
+        try:
+            compiled = compile_pass(step, (state, data), name, recorder, seconds, "train_step",
+                                    log=xla_warnings, observe=(recorder.on_output, dist))
+        except ShardvizError as e:
+            if e.__cause__ is not None and recorder.last_layer is None:
+                raise _data_error(e.__cause__, name, y, setup) from None
+            raise
+        layer_paths = [a.layer_path for a in result.activations]
+        parameters = {f"state[{k}][{i}]": v.path
+                      for k, vs in enumerate((model.trainable_variables,
+                                              model.non_trainable_variables,
+                                              optimizer.variables, metrics))
+                      for i, v in enumerate(vs)}
+        collectives = priced(collectives_of(compiled, mesh, layer_paths, parameters), mesh)
+        prefix = optimizer.name
     result.forward_collectives = result.collectives
     result.collectives = [
         dataclasses.replace(c, pass_="update")
@@ -130,13 +214,33 @@ def add_train_step(result, model, plan, mesh, dist, sharding_of, tv, ntv, x, opt
     result.hlo_text = compiled.as_text()
     result.compiled = compiled
     result.optimizer_variables = records
-    result.problems += problems
+    result.step_setup = setup
+    result.problems += problems + metric_problems
     seen = {(p.layer, p.message.split(" efficiently")[0]) for p in result.problems
             if p.kind == "xla-resharding"}
     result.problems += [p for p in reshard_problems(compiled, xla_warnings, layer_paths, plan,
                                                     "train step", result.activations)
                         if (p.layer, p.message.split(" efficiently")[0]) not in seen]
     if result.mode == "concrete":
+        # The state is donated: run on copies, so the report keeps its arrays.
+        copies = jax.tree_util.tree_map(lambda a: a.copy(), state)
         t = time.perf_counter()
-        jax.block_until_ready(compiled(tv, ntv, ov, x))
+        jax.block_until_ready(compiled(copies, data))
         seconds["train_step_run"] = time.perf_counter() - t
+
+
+def _data_error(error, name, labels, setup) -> ShardvizError:
+    """A failure of the loss or metrics on the labels, said plainly."""
+    import jax
+
+    from .compile import _short_message
+
+    shapes = [tuple(s.shape) for s in jax.tree_util.tree_leaves(labels)]
+    what = shapes[0] if len(shapes) == 1 else shapes
+    loss = setup.loss or "the model's own compute_loss"
+    return ShardvizError(
+        f"The train step of model {name!r} failed on labels {what} with {loss}: "
+        f"{type(error).__name__}: {_short_message(error)}",
+        hint="Give labels= the shape model.fit would take for this loss (for "
+        "SparseCategoricalCrossentropy: the outputs' shape without the last dim, integer "
+        "class ids; for most others: the outputs' shape).")
