@@ -141,8 +141,18 @@ def tpu_topology_devices(chip: str, topology: str, slices: int = 1) -> tuple:
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     try:
         with _quiet_stderr():
-            description = topologies.get_topology_desc(
-                platform="tpu", topology_name=name, num_slices=slices)
+            try:
+                description = topologies.get_topology_desc(
+                    platform="tpu", topology_name=name, num_slices=slices)
+            except Exception as first:
+                # A slice smaller than one host (v5litepod-1, v6e-1): libtpu's
+                # default host bounds (2x2x1) do not divide it; one host holds it all.
+                if "chips_per_host_bounds" not in str(first):
+                    raise
+                dims = [int(d) for d in topology.split("x")] + [1, 1]
+                description = topologies.get_topology_desc(
+                    platform="tpu", topology_name=name, num_slices=slices,
+                    chips_per_host_bounds=tuple(dims[:3]))
     except Exception as e:
         text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if _no_libtpu():

@@ -191,6 +191,7 @@ def parse_target(target: str | Target | None, slices: int = 1) -> Target:
     if not isinstance(text, str):
         raise ShardvizError(f"A target must be a name such as 'v5e:4x4', got "
                             f"{type(text).__name__} {text!r:.60}.", hint=_known_hint())
+    text = PRODUCT_NAMES.get(text.strip().lower(), text)
     name, _, shape = text.strip().lower().partition(":")
     hardware = HARDWARE.get(name)
     if hardware is None:
@@ -226,6 +227,22 @@ def parse_target(target: str | Target | None, slices: int = 1) -> Target:
     return Target(hardware, shape, chips, count)
 
 
+_SQUARE_SLICES = {1: "1x1", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8",
+                  128: "8x16", 256: "16x16"}
+PRODUCT_NAMES: dict[str, str] = {
+    **{f"v5litepod-{n}": f"v5e:{t}" for n, t in _SQUARE_SLICES.items()},
+    **{f"v6e-{n}": f"v6e:{t}" for n, t in _SQUARE_SLICES.items()},
+    # v5p and v4 products count TensorCores, two per chip.
+    **{f"v5p-{2 * n}": f"v5p:{t}" for n, t in {4: "2x2x1", 8: "2x2x2", 16: "2x2x4",
+                                               32: "2x4x4", 64: "4x4x4"}.items()},
+    **{f"v4-{2 * n}": f"v4:{t}" for n, t in {4: "2x2x1", 8: "2x2x2", 16: "2x2x4",
+                                             32: "2x4x4", 64: "4x4x4"}.items()},
+}
+"""Cloud TPU's product names of the published single-host and multi-host
+slices (``v5litepod-1``, ``v6e-8``, ``v5p-8``), to their topologies
+(``CLOUD_TPU`` v5e, v6e, v5p and v4 pages). A target may be named either way."""
+
+
 def _check_slices(slices: object, hardware: Hardware) -> int:
     if isinstance(slices, bool) or not isinstance(slices, int) or slices < 1:
         raise ShardvizError(f"slices must be a whole number of at least 1, got {slices!r}.",
@@ -258,7 +275,10 @@ def targets() -> pd.DataFrame:
             "name": h.name, "family": h.family, "device_kind": h.device_kind,
             "chips": h.max_chips, "hbm_bytes": h.hbm_bytes, "hbm_bandwidth": h.hbm_bandwidth,
             "peak_bf16_flops": h.peak_flops, "link": h.link, "link_bandwidth": h.link_bandwidth,
-            "between": h.between, "between_bandwidth": h.between_bandwidth, "source": h.source,
+            "between": h.between, "between_bandwidth": h.between_bandwidth,
+            "products": ", ".join(f"{p} ({t.split(':')[1]})" for p, t in PRODUCT_NAMES.items()
+                                  if t.startswith(h.name + ":")),
+            "source": h.source,
         })
     frame = pd.DataFrame(rows)
     return frame.astype({"hbm_bytes": "Int64", "chips": "Int64"})

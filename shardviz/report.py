@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .checks import memory_parts, needed_bytes
-from .errors import SEVERITIES, Problem, ShardvizError
+from .errors import SEVERITIES, OutOfMemory, Problem, ShardvizError
 from .format import plural
 from .geometry import MeshModel, TensorGeometry
 from .hardware import Target, parse_target
@@ -503,6 +503,9 @@ class Report:
             if self.trace else 0
         capacity = self.mesh.capacity_bytes
         needed = needed_bytes(self.variable_bytes_per_device, self.trace)
+        refused = isinstance(self.trace_error, OutOfMemory)
+        if refused and self.trace_error.needed:
+            needed = self.trace_error.needed  # the compiler's own figure
         estimate = not self.target.is_tpu and not self.target.is_cpu
         for device in sorted(self.mesh.coords):
             cols["device"].append(device)
@@ -512,16 +515,30 @@ class Report:
             cols["activation_bytes"].append(activations if mem else None)
             for c in ("argument_bytes", "output_bytes", "temp_bytes", "alias_bytes"):
                 cols[c].append(mem[c] if mem else None)
-            cols["total_bytes"].append(needed if mem else None)
+            cols["total_bytes"].append(needed if mem or refused else None)
             cols["capacity_bytes"].append(capacity)
-            cols["fits"].append(None if capacity is None else needed <= capacity)
+            cols["fits"].append(False if refused else
+                                None if capacity is None else needed <= capacity)
             cols["estimate"].append(estimate)
         dtypes = {c: "int64" if mem else object for c in MEMORY_COLUMNS}
         dtypes["device"] = dtypes["variable_bytes"] = "int64"
         dtypes["capacity_bytes"] = "int64" if capacity is not None else object
-        dtypes["fits"] = bool if capacity is not None else object
+        dtypes["fits"] = bool if capacity is not None or refused else object
+        if refused:
+            dtypes["total_bytes"] = "int64" if self.trace_error.needed else object
         dtypes["estimate"] = bool
         return frame(cols, MEMORY_COLUMNS, dtypes)
+
+    @property
+    def fits(self) -> bool | None:
+        """The one verdict: False when the compiler refused the program for
+        memory or a chip needs more than it may use, True when every chip
+        has room, None on the simulated CPU. Every view reads this (through
+        ``report.memory.fits``)."""
+        fits = self.memory["fits"]
+        if not len(fits) or fits.isna().all():
+            return None
+        return bool(fits.all())
 
     @functools.cached_property
     def memory_parts(self) -> dict[str, int]:
@@ -915,6 +932,7 @@ class Report:
             "collectives": len(self.trace.collectives) if self.trace else None,
             "collective_bytes": sum(c.bytes_per_device for c in self.trace.collectives)
             if self.trace else None,
+            "fits": self.fits,
         }
 
     def _repr_html_(self) -> str:

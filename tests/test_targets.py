@@ -267,3 +267,44 @@ def test_on_a_tpu_target_the_hosts_come_from_the_topology():
         assert all(chips[d] == process for d in devices)
     by_process = report.devices.groupby("process")["variable_bytes"].sum()
     assert hosts["variable_bytes"].tolist() == by_process.tolist()
+
+
+@needs_tpu
+@pytest.mark.parametrize("target", ["v5e:1x1", "v6e:1x1"])
+def test_a_single_chip_compiles(target):
+    report = shardviz.analyze(examples.mlp, shardviz.Plan({"batch": 1}, {}), inputs=(8, 16),
+                              target=target, train_step=True)
+    assert report.trace_error is None and report.fits is True
+    assert report.mesh.capacity_bytes > 15 * 2**30
+
+
+@needs_tpu
+def test_one_verdict_when_the_compiler_refuses_for_memory():
+    import keras
+
+    def build():
+        x = keras.Input((32768,))
+        return keras.Model(x, keras.layers.Dense(65536, name="huge")(x))
+
+    report = shardviz.analyze(build, shardviz.Plan({"batch": 1}, {}), inputs=(8, 32768),
+                              target="v5e:1x1", train_step=True)
+    (problem,) = report.problems_of("does-not-fit")
+    mem = report.memory.iloc[0]
+    assert report.fits is False and mem["fits"] is False or not mem["fits"]
+    assert report.summary()["fits"] is False
+    needed = report.trace_error.needed
+    assert needed > mem["capacity_bytes"] and mem["total_bytes"] == needed
+    from shardviz.render.text import fit_text
+
+    for shown in (str(report), report._repr_html_(), fit_text(report)):
+        assert "DOES NOT FIT" in shown and "fits" not in shown.replace("DOES NOT FIT", "")
+
+
+def test_product_names_are_targets_too():
+    from shardviz.hardware import parse_target
+
+    assert parse_target("v5litepod-1").name == "v5e:1x1"
+    assert parse_target("v6e-8").name == "v6e:2x4"
+    assert parse_target("v5p-8").chips == 4
+    with pytest.raises(shardviz.ShardvizError, match="Unknown target"):
+        parse_target("v5litepod-3")

@@ -161,5 +161,10 @@ def report_html(report, all_rows: bool = False) -> str:
         parts.append(f"<p>{_e(memory_line(report))}</p>")
         if estimate_line(report):
             parts.append(f"<p>{_e(estimate_line(report))}</p>")
+    else:
+        from .text import fit_text, verdict_line
+
+        if fit_text(report):
+            parts.append(f"<p>{_e(verdict_line(report))}</p>")
     parts.append("</div>")
     return "".join(parts)

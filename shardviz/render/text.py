@@ -207,6 +207,15 @@ def report_renderables(report, max_rows: int | None = 40, width: int | None = No
         yield Text(memory_line(report))
         if estimate_line(report):
             yield Text(estimate_line(report))
+    elif fit_text(report):
+        yield Text(verdict_line(report))
+
+
+def verdict_line(report) -> str:
+    """The fit verdict when no pass compiled (the variables alone, or the
+    compiler's refusal)."""
+    return (f"Memory per device: variables {human_bytes(report.variable_bytes_per_device)}"
+            + fit_text(report))
 
 
 def render_to_text(renderables, width: int = 120) -> str:
