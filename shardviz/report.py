@@ -503,9 +503,10 @@ class Report:
             if self.trace else 0
         capacity = self.mesh.capacity_bytes
         needed = needed_bytes(self.variable_bytes_per_device, self.trace)
-        refused = isinstance(self.trace_error, OutOfMemory)
-        if refused and self.trace_error.needed:
-            needed = self.trace_error.needed  # the compiler's own figure
+        oom = self.trace_error if isinstance(self.trace_error, OutOfMemory) else None
+        refused = oom is not None
+        if oom is not None and oom.needed:
+            needed = oom.needed  # the compiler's own figure
         estimate = not self.target.is_tpu and not self.target.is_cpu
         for device in sorted(self.mesh.coords):
             cols["device"].append(device)
@@ -525,7 +526,7 @@ class Report:
         dtypes["capacity_bytes"] = "int64" if capacity is not None else object
         dtypes["fits"] = bool if capacity is not None or refused else object
         if refused:
-            dtypes["total_bytes"] = "int64" if self.trace_error.needed else object
+            dtypes["total_bytes"] = "int64" if oom is not None and oom.needed else object
         dtypes["estimate"] = bool
         return frame(cols, MEMORY_COLUMNS, dtypes)
 
