@@ -150,7 +150,9 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
     chosen = optimizer or (getattr(model, "optimizer", None) if compiled_before else None) \
         or keras.optimizers.Adam()
     optimizer = _fresh_optimizer(chosen)
-    deferred = scan.built_by_shardviz or result.mode == "abstract"
+    # Only a model shardviz built may keep deferred metric variables: a user's
+    # compiled metrics are built for real, as fit would build them.
+    deferred = scan.built_by_shardviz
     y, how = _labels(labels, result, data_shardings)
     if labels is None and compiled_before and keras_adapter.compiled_loss_name(model):
         raise ShardvizError(
