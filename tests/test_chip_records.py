@@ -13,10 +13,12 @@ import shardviz  # noqa: F401
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench" / "chip"))
+import importlib.util  # noqa: E402
+
 import compare  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.test_targets import HAVE_LIBTPU  # noqa: E402
+HAVE_LIBTPU = importlib.util.find_spec("libtpu") is not None
 
 RECORDS = {r["case"]: r for r in compare.records()}
 
