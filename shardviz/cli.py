@@ -119,7 +119,7 @@ def parse_rule(text: str) -> tuple[str, tuple]:
     return key, tuple(out)
 
 
-def parse_inputs(text: str):
+def parse_inputs(text: str, flag: str = "--inputs"):
     """``"8x128[:dtype]"`` as a ``jax.ShapeDtypeStruct``.
 
     >>> parse_inputs("8x128:int32")
@@ -131,11 +131,11 @@ def parse_inputs(text: str):
     dtype: str | jnp.dtype
     shape_text, _, dtype = text.partition(":")
     if not re.fullmatch(r"\d+(x\d+)*", shape_text.strip()):
-        raise UsageError(f"--inputs {text!r} is not a shape like 8x128 or 8x128:int32")
+        raise UsageError(f"{flag} {text!r} is not a shape like 8x128 or 8x128:int32")
     try:
         dtype = jnp.dtype(dtype or "float32")
     except TypeError:
-        raise UsageError(f"--inputs {text!r}: {dtype!r} is not a dtype (e.g. float32, int32, "
+        raise UsageError(f"{flag} {text!r}: {dtype!r} is not a dtype (e.g. float32, int32, "
                          "bfloat16)") from None
     return jax.ShapeDtypeStruct(tuple(int(d) for d in shape_text.split("x")), dtype)
 
@@ -353,6 +353,9 @@ def cmd_report(args) -> int:
     _start(args)
     plan = build_plan(args)
     inputs = [parse_inputs(t) for t in args.inputs or []]
+    labels = [parse_inputs(t, "--labels") for t in args.labels or []]
+    if labels and not args.train_step:
+        raise UsageError("--labels are the y of a train step; add --train-step")
     fail_on = parse_fail_on(args.fail_on) if args.fail_on else set()
     max_replicated = parse_bytes(args.max_replicated_bytes) if args.max_replicated_bytes else None
     builder = load_builder(args.builder)
@@ -363,6 +366,7 @@ def cmd_report(args) -> int:
         progress("scanning the model")
         report = analyze(builder, plan, (inputs[0] if len(inputs) == 1 else inputs) or None,
                          mode="concrete" if args.run else "abstract", train_step=args.train_step,
+                         labels=(labels[0] if len(labels) == 1 else labels) or None,
                          progress=progress, target=args.target, slices=args.slices,
                          dcn_axes=(args.dcn_axis,) if args.dcn_axis else None)
     except ShardvizError as e:
@@ -602,7 +606,12 @@ def make_parser() -> argparse.ArgumentParser:
                      help="also execute the pass (by default it is lowered and compiled only, "
                      "allocating nothing)")
     run.add_argument("--train-step", action="store_true",
-                     help="analyse a training step (forward, backward, optimizer update)")
+                     help="analyse the train step model.fit runs (the model's own train_step, "
+                     "its loss and optimizer, state donated)")
+    run.add_argument("--labels", action="append", metavar="SHAPE[:DTYPE]",
+                     help="with --train-step: the labels (y) as fit takes them, e.g. "
+                     "8x1024:int32; repeat for several outputs (default: zeros of the outputs' "
+                     "shapes, for a model never compiled)")
     hw = report.add_argument_group("target hardware")
     hw.add_argument("--target", metavar="NAME",
                     help="plan for this hardware, e.g. v5e:4x4, v5p:2x2x4 (compiled by the TPU "

@@ -477,7 +477,7 @@ def _estimated_comm(report: Report, scan: Scan, train_step: bool) -> int:
 
 def suggest(model_or_builder: object, devices: int | None = None, target: str | None = None,
             inputs: object = None, budget_bytes: int | None = None, train_step: bool = False,
-            top: int = 5, compile_top: int | None = None) -> Suggestions:
+            top: int = 5, compile_top: int | None = None, labels: object = None) -> Suggestions:
     """Plans to try for a model, best first.
 
     Candidates are data parallel, fully sharded, Megatron tensor parallel
@@ -500,8 +500,10 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
         inputs: model inputs; without them nothing is compiled.
         budget_bytes: keep only candidates needing at most this many bytes
             per device (XLA's total when compiled, else the variables').
-        train_step: plan for a training step rather than a forward pass.
+        train_step: plan for the train step ``model.fit`` runs rather than
+            a forward pass.
         top: how many candidates to return.
+        labels: with ``train_step``, the labels (y) as ``fit`` takes them.
     """
     import jax
 
@@ -542,7 +544,8 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
     if inputs is not None:
         confirmed = []
         for c in found[: (compile_top or top + 2)]:
-            full = analyze(scan, c.plan, inputs=inputs, train_step=train_step, target=target)
+            full = analyze(scan, c.plan, inputs=inputs, train_step=train_step, target=target,
+                           labels=labels)
             if full.errors or full.trace is None:
                 c.notes.append("did not compile: " + (full.errors[0].message if full.errors
                                                       else "no pass"))
@@ -634,7 +637,7 @@ def _meshes(axes: Sequence[str], n: int) -> list[dict[str, int]]:
 def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
           meshes: Sequence[dict[str, int]] | None = None, target: str | None = None,
           inputs: object = None, train_step: bool = False, axes: Sequence[str] | None = None,
-          batch_axis: str | None = None) -> pd.DataFrame:
+          batch_axis: str | None = None, labels: object = None) -> pd.DataFrame:
     """One rule set over many mesh shapes: on which of them does it work, and
     what does each cost?
 
@@ -649,7 +652,8 @@ def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
     else the variables'); ``fits`` (on a target, or within nothing: None);
     ``collective_bytes`` (per device, from the compiled program, else None);
     ``seconds`` (estimated step time on a target); ``compiled``. Draw it
-    with :func:`shardviz.show_sweep`.
+    with :func:`shardviz.show_sweep`. ``labels`` are the y of the train
+    step, as in :func:`~shardviz.analyze`.
     """
     from .analysis import analyze
     from .model_scan import Scan
@@ -682,7 +686,8 @@ def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
     for mesh in meshes:
         plan = mesh if isinstance(mesh, PlanType) else PlanType(
             dict(mesh), [tuple(r) for r in base_rules], batch_axis=batch_axis)
-        report = analyze(scan, plan, inputs=inputs, train_step=train_step, target=target)
+        report = analyze(scan, plan, inputs=inputs, train_step=train_step, target=target,
+                         labels=labels)
         errors = report.errors
         compiled = report.trace is not None
         mem = report.memory

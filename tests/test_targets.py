@@ -278,14 +278,31 @@ def test_a_single_chip_compiles(target):
     assert report.mesh.capacity_bytes > 15 * 2**30
 
 
+HUGE = """
+import keras
+
+def build():
+    x = keras.Input((32768,))
+    return keras.Model(x, keras.layers.Dense(65536, name="huge")(x))
+"""
+
+
+def _huge():
+    namespace: dict = {}
+    exec(HUGE, namespace)
+    return namespace["build"]
+
+
 @needs_tpu
-def test_one_verdict_when_the_compiler_refuses_for_memory():
-    import keras
+def test_one_verdict_when_the_compiler_refuses_for_memory(tmp_path, capsys):
+    """Every place a verdict is shown says the same: the frame, the summary,
+    the problems, the text and HTML reports, the CLI (JSON and text) and the
+    Explorer, for both spellings of the target."""
+    import json
 
-    def build():
-        x = keras.Input((32768,))
-        return keras.Model(x, keras.layers.Dense(65536, name="huge")(x))
+    from shardviz.cli import main
 
+    build = _huge()
     report = shardviz.analyze(build, shardviz.Plan({"batch": 1}, {}), inputs=(8, 32768),
                               target="v5e:1x1", train_step=True)
     (problem,) = report.problems_of("does-not-fit")
@@ -298,6 +315,29 @@ def test_one_verdict_when_the_compiler_refuses_for_memory():
 
     for shown in (str(report), report._repr_html_(), fit_text(report)):
         assert "DOES NOT FIT" in shown and "fits" not in shown.replace("DOES NOT FIT", "")
+
+    module = tmp_path / "huge_model.py"
+    module.write_text(HUGE)
+    args = ["report", f"{module}:build", "--mesh", "batch=1", "--inputs", "8x32768",
+            "--train-step", "--target", "v5litepod-1"]
+    main(args + ["--json", str(tmp_path / "r.json")])
+    text = capsys.readouterr().out
+    assert "DOES NOT FIT" in text and "fits" not in text.replace("DOES NOT FIT", "")
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert saved["summary"]["fits"] is False
+    memory = saved["frames"]["memory"]
+    assert memory["rows"][0][memory["columns"].index("fits")] is False
+    assert main(args + ["--fail-on", "does-not-fit", "-q"]) == 1
+
+    from shardviz.widgets.explorer import Explorer
+
+    app = Explorer(build, inputs=(8, 32768), plan=shardviz.Plan({"batch": 1}, {}),
+                   target="v5litepod-1", train_step=True, auto_run=False)
+    assert app.target == "v5e:1x1" and app.run_button.description == "Run train step"
+    app.run()
+    status = app.run_status.value
+    assert "DOES NOT FIT" in status and "fits" not in status.replace("DOES NOT FIT", "")
+    assert app.report.fits is False
 
 
 def test_product_names_are_targets_too():

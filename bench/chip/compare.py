@@ -59,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     wanted = set(filter(None, args.cases.split(",")))
     print(f"{'case':24} {'chip':8} {'shardviz':9} {'chip GiB':>9} {'shardviz GiB':>12} "
-          f"{'diff':>7} {'step s':>7} {'est s':>7} {'analyse s':>9}")
+          f"{'diff':>7} {'step s':>7} {'est s':>7} {'est/step':>8} {'bound':>8} {'analyse s':>9}")
     for r in records():
         if wanted and r["case"] not in wanted:
             continue
@@ -71,11 +71,15 @@ def main() -> None:
         theirs = chip_bytes(r)
         diff = f"{(ours - theirs) / theirs:+.2%}" if ours and theirs else "-"
         est = report.estimate
-        bound = est[est.bound]["seconds"].iloc[0] if len(est) and est.bound.any() else None
+        top = est[est.bound] if len(est) else est
+        bound = top["seconds"].iloc[0] if len(top) else None
+        part = top["part"].iloc[0] if len(top) else "-"
+        step = r.get("step_seconds")
+        ratio = f"{bound / step:8.2f}" if bound and step else f"{'-':>8}"
         print(f"{r['case']:24} {'ran' if r['ran'] else 'refused':8} "
               f"{'fits' if report.fits else 'no fit':9} "
               f"{(theirs or 0) / 2**30:9.2f} {(ours or 0) / 2**30:12.2f} {diff:>7} "
-              f"{r.get('step_seconds') or 0:7.3f} {bound or 0:7.3f} {seconds:9.1f}", flush=True)
+              f"{step or 0:7.3f} {bound or 0:7.3f} {ratio} {part:>8} {seconds:9.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 
@@ -76,6 +77,54 @@ def capturing_shardings():
     every layout XLA can choose.
     """
     return _unnamed_swap.held()
+
+
+def _devices_answering_the_target(original):
+    """``jax.devices`` that, in a thread tracing for a target, answers the
+    target's devices when asked with no backend; JAX's own otherwise."""
+
+    def devices(backend=None):
+        target = getattr(_state, "target_devices", None)
+        if target is not None and backend is None:
+            return list(target)
+        return original() if backend is None else original(backend)
+
+    return devices
+
+
+def _jax_module():
+    import jax
+
+    return jax
+
+
+_devices_swap = Swap(_jax_module, "devices", _devices_answering_the_target)
+
+
+@contextlib.contextmanager
+def tracing_for(devices):
+    """Trace as on ``devices`` (a compile target's, such as a TPU topology's
+    with no TPU here): in this thread, ``jax.devices()`` answers them.
+
+    Reason: Keras and keras-hub choose kernels by ``jax.devices()[0].platform``
+    while they trace: ``keras.ops.dot_product_attention`` runs its TPU
+    splash-attention kernel on ``"tpu"`` and materialises the attention
+    scores elsewhere (412 MB more temporaries for a 12-layer encoder at batch
+    64, sequence 512, than the program a v5e chip runs). A program traced on
+    this host for a chip must make the choices the chip makes. JAX itself
+    never calls ``jax.devices`` while tracing. Waits for a public way to
+    trace for another platform than the host's.
+    """
+    if devices is None:
+        yield
+        return
+    previous = getattr(_state, "target_devices", None)
+    _state.target_devices = tuple(devices)
+    try:
+        with _devices_swap.held():
+            yield
+    finally:
+        _state.target_devices = previous
 
 
 class _Watch:

@@ -8,7 +8,7 @@ import re
 import time
 
 from .._adapters import keras as keras_adapter
-from .._adapters.jax import capturing_shardings
+from .._adapters.jax import capturing_shardings, tracing_for
 from ..errors import OutOfMemory, ShardvizError
 from . import hlo, sources, xla_log
 
@@ -158,30 +158,38 @@ def collectives_of(compiled, mesh, layer_paths, parameters=None):
 
 
 def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=None,
-                 observe=None):
+                 observe=None, lower_only=False, devices=None):
     """Lower and compile ``fn(*args)`` (``fn`` jitted here, unless it is
-    jitted already). XLA's resharding warnings go to ``log`` (a list of
+    jitted already); with ``lower_only``, only lower it and return the
+    ``Lowered`` (its ``out_info`` says what it returns). XLA's resharding
+    warnings go to ``log`` (a list of
     :class:`~.xla_log.ReshardWarning`); anything else it writes to stderr is
     passed on. ``observe=(on_output, distribution)`` traces inside
     :func:`~shardviz._adapters.keras.observing_outputs` and with deferred
     variables, for a function (Keras's own train step) that cannot open them
-    itself."""
+    itself. ``devices`` (a target's, e.g. a TPU topology's) are the ones
+    Keras sees while it traces, so that it picks the kernels it would pick
+    on them."""
     import contextlib
 
     import jax
 
     progress = progress or (lambda stage: None)
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    key = what.replace(" ", "_")
     t = time.perf_counter()
     try:
         progress("tracing")
         with contextlib.ExitStack() as stack:
             stack.enter_context(keras_adapter.full_tracebacks())
+            stack.enter_context(tracing_for(devices))
             if observe is not None:
                 stack.enter_context(keras_adapter.deferred_variables())
                 stack.enter_context(keras_adapter.observing_outputs(observe[0], base=observe[1]))
             lowered = jitted.lower(*args)
-        seconds[f"{what}_trace"] = time.perf_counter() - t
+        seconds[f"{key}_trace"] = time.perf_counter() - t
+        if lower_only:
+            return lowered
         t = time.perf_counter()
         progress("compiling")
         with capturing_shardings(), xla_log.capturing_stderr() as lines:
@@ -190,7 +198,7 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
         xla_log.pass_on(rest)
         if log is not None:
             log.extend(warnings)
-        seconds[f"{what}_compile"] = time.perf_counter() - t
+        seconds[f"{key}_compile"] = time.perf_counter() - t
     except ShardvizError:
         raise
     except Exception as e:
@@ -205,12 +213,17 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
             where = f" after layer {layer!r}" if layer else ""
         first = _short_message(e)
         raise ShardvizError(
-            f"The {what} pass of model {name!r} failed{where}: {type(e).__name__}: {first}",
+            f"The {_named(what)} of model {name!r} failed{where}: {type(e).__name__}: {first}",
             hint="Check the input shapes and dtypes against the model, and the /output rules "
             "of the layer named in the message.",
             layer=layer,
         ) from e
     return compiled
+
+
+def _named(what: str) -> str:
+    """``"forward"`` -> ``"forward pass"``; ``"train step"`` stays."""
+    return what if what.endswith("step") else f"{what} pass"
 
 
 _SIZE = r"\(?([\d.]+)\s*([KMGT]?)i?B?\)?"
@@ -238,7 +251,7 @@ def out_of_memory(error: Exception, what: str, name: str) -> OutOfMemory:
     needed = _bytes(m.group(1), m.group(2)) if m else None
     available = _bytes(m.group(3), m.group(4)) if m else None
     return OutOfMemory(
-        f"The {what} pass of model {name!r} does not fit.",
+        f"The {_named(what)} of model {name!r} does not fit.",
         needed=needed, available=available, detail=text[:400],
         hint="Shard the largest variables over more devices, or use a target with more chips "
         "or more memory per chip.")

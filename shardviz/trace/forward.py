@@ -198,9 +198,23 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         recorder.mark_outputs(outputs)
         return outputs
 
+    if train_step and mode == "abstract":
+        # One program, the one model.fit runs: its forward part gives the
+        # activations and the forward collectives. The forward pass alone
+        # is not compiled (it would cost a second compile).
+        result = Trace(mode=mode, train_step=True, activations=[], collectives=[], memory={},
+                       input_specs=input_specs, hlo_text="", compiled=None, seconds=seconds)
+        progress("train step")
+        add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labels,
+                       optimizer, name, seconds,
+                       lambda specs, what: _data_shardings(dist, mesh, specs, name, what),
+                       recorder=recorder, forward=forward)
+        progress("done")
+        return result
+
     xla_warnings: list = []
     compiled = compile_pass(forward, (tv, ntv, x), name, recorder, seconds, "forward", progress,
-                            log=xla_warnings)
+                            log=xla_warnings, devices=mesh.device_list)
     recorder.set_returned(compiled.output_shardings)
     activations = recorder.activations()
     layer_paths = [o.layer_path for o in scan.outputs] or [a.layer_path for a in activations]

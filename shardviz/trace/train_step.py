@@ -121,15 +121,16 @@ def _fresh_optimizer(optimizer):
         return type(optimizer).from_config(optimizer.get_config())
 
 
-def _labels(labels, result, data_shardings):
+def _labels(labels, outputs, data_shardings):
     """Label specs placed like the data: the given ones, or zeros shaped like
-    the model's outputs. Returns ``(specs, how)``."""
+    the model's ``outputs`` (a callable giving their specs). Returns
+    ``(specs, how)``."""
     import jax
 
     from ..inputs import normalize_inputs
 
     if labels is None:
-        outputs = result.compiled.out_info
+        outputs = outputs()
         specs = jax.tree_util.tree_map(lambda o: jax.ShapeDtypeStruct(o.shape, "float32"),
                                        outputs)
         how = "zeros of the outputs' shapes"
@@ -140,9 +141,21 @@ def _labels(labels, result, data_shardings):
 
 
 def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labels, optimizer,
-                   name, seconds, data_shardings):
-    """Compile the model's own train step and put its program on ``result``."""
+                   name, seconds, data_shardings, recorder=None, forward=None):
+    """Compile the model's own train step and put its program on ``result``.
+
+    With ``recorder`` (one that inspects), the activations are those of the
+    train step's own forward part, and ``result`` holds no forward pass yet;
+    ``forward(tv, ntv, x)`` is then lowered, not compiled, only when the
+    default labels need the outputs' shapes."""
     import jax
+
+    def outputs():
+        if result.compiled is not None:
+            return result.compiled.out_info
+        quiet = Recorder(keras_adapter.layout_keys(dist), inspect=False, model=model)
+        return compile_pass(forward, (tv, ntv, x), name, quiet, seconds, "forward",
+                            lower_only=True, devices=mesh.device_list).out_info
 
     model = scan.model
     keras = keras_adapter.keras()
@@ -153,7 +166,7 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
     # Only a model shardviz built may keep deferred metric variables: a user's
     # compiled metrics are built for real, as fit would build them.
     deferred = scan.built_by_shardviz
-    y, how = _labels(labels, result, data_shardings)
+    y, how = _labels(labels, outputs, data_shardings)
     if labels is None and compiled_before and keras_adapter.compiled_loss_name(model):
         raise ShardvizError(
             f"Model {name!r} is compiled with the loss "
@@ -188,16 +201,21 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
         state_shardings = ([v.sharding for v in tv], [v.sharding for v in ntv],
                            opt_shardings, metric_shardings)
         step = keras_adapter.keras_train_step(model, state_shardings)
-        recorder = Recorder(keras_adapter.layout_keys(dist), inspect=False, model=model)
+        fused = recorder is not None
+        if not fused:
+            recorder = Recorder(keras_adapter.layout_keys(dist), inspect=False, model=model)
         xla_warnings: list = []
         state, data = (tv, ntv, ov, mv), (x, y)
         try:
-            compiled = compile_pass(step, (state, data), name, recorder, seconds, "train_step",
-                                    log=xla_warnings, observe=(recorder.on_output, dist))
+            compiled = compile_pass(step, (state, data), name, recorder, seconds, "train step",
+                                    log=xla_warnings, observe=(recorder.on_output, dist),
+                                    devices=mesh.device_list)
         except ShardvizError as e:
             if e.__cause__ is not None and recorder.last_layer is None:
                 raise _data_error(e.__cause__, name, y, setup) from None
             raise
+        if fused:
+            result.activations = recorder.activations()
         layer_paths = [a.layer_path for a in result.activations]
         parameters = {f"state[{k}][{i}]": v.path
                       for k, vs in enumerate((model.trainable_variables,
@@ -206,12 +224,14 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
                       for i, v in enumerate(vs)}
         collectives = priced(collectives_of(compiled, mesh, layer_paths, parameters), mesh)
         prefix = optimizer.name
-    result.forward_collectives = result.collectives
-    result.collectives = [
+    collectives = [
         dataclasses.replace(c, pass_="update")
         if any(s.split("/")[0] == prefix for s in c.scopes) else c
         for c in collectives
     ]
+    result.forward_collectives = ([c for c in collectives if c.pass_ == "forward"] if fused
+                                  else result.collectives)
+    result.collectives = collectives
     result.memory = hlo.memory(compiled)
     result.hlo_text = compiled.as_text()
     result.compiled = compiled

@@ -20,13 +20,13 @@ import html
 import ipywidgets as widgets
 import traitlets
 
-from ..errors import ShardvizError
+from ..errors import OutOfMemory, ShardvizError
 from ..format import human_bytes
 from ..hardware import parse_target
 from ..model_scan import Scan
 from ..plan import Plan, as_plan
 from ..render.html import collectives_html, problems_html, styled, variables_html
-from ..render.text import summary_line
+from ..render.text import fit_text, summary_line
 from ..report import Report
 from .common import Guard, error_html, note_html, set_if_changed, show_png
 from .mesh import MeshEditor
@@ -58,7 +58,10 @@ class Explorer(widgets.VBox):
         plan: the plan to start from (default: data parallel over all devices).
         auto_run: re-run the forward pass after each edit when the last run
             took at most ``cheap_seconds``.
-        train_step: analyse a training step instead of a forward pass.
+        train_step: analyse the train step ``model.fit`` runs instead of a
+            forward pass.
+        labels: with ``train_step``, the labels (y) as ``fit`` takes them
+            (shapes, ShapeDtypeStructs or arrays).
         target, slices: the hardware to plan for (see
             :func:`shardviz.analyze`); the target box in the app changes it.
     """
@@ -66,7 +69,7 @@ class Explorer(widgets.VBox):
     plan = traitlets.Instance(Plan, help="The current plan.")
 
     def __init__(self, model_or_builder, inputs=None, plan=None, *, auto_run: bool = True,
-                 cheap_seconds: float = 1.0, train_step: bool = False,
+                 cheap_seconds: float = 1.0, train_step: bool = False, labels=None,
                  target: str | None = None, slices: int = 1):
         import jax
 
@@ -74,6 +77,7 @@ class Explorer(widgets.VBox):
         self.device_count = first.chips if not first.is_cpu else jax.device_count()
         start = as_plan(plan) if plan is not None else Plan.data_parallel(self.device_count)
         self.state = ExplorerState(model_or_builder, start, inputs, train_step=train_step,
+                                   labels=labels,
                                    target=first, auto_run=auto_run and inputs is not None,
                                    cheap_seconds=cheap_seconds)
         self._syncing_plan = False
@@ -254,11 +258,16 @@ class Explorer(widgets.VBox):
             self.run_button.disabled = False
             self.progress.layout.visibility = "hidden"
         self._status_plan = self.state.plan
-        if report.trace_error is not None:
-            self.run_status.value = error_html("Forward pass failed: " + report.trace_error.message,
-                                               report.trace_error.hint)
+        what = "train step" if self.state.train_step else "forward pass"
+        if isinstance(report.trace_error, OutOfMemory):
+            self.run_status.value = error_html(
+                f"{what.capitalize()}: " + fit_text(report).lstrip("; "),
+                report.trace_error.hint)
+        elif report.trace_error is not None:
+            self.run_status.value = error_html(
+                f"{what.capitalize()} failed: " + report.trace_error.message,
+                report.trace_error.hint)
         else:
-            what = "train step" if self.state.train_step else "forward pass"
             self.run_status.value = note_html(
                 f"{report.trace.mode} {what} done in {self.state.last_seconds:.2f} s", "#1b7f3b")
         self._dirty = set(TABS)
@@ -278,7 +287,9 @@ class Explorer(widgets.VBox):
         redo.on_click(lambda _: self._guarded(self.redo))
         self.undo_button, self.redo_button = undo, redo
 
-        self.run_button = W.Button(description="Run forward pass", icon="play",
+        self.run_button = W.Button(
+            description="Run train step" if self.state.train_step else "Run forward pass",
+            icon="play",
                                    button_style="primary",
                                    layout=W.Layout(width="180px", min_width="180px",
                                                    flex="0 0 auto"))
@@ -607,7 +618,7 @@ class Explorer(widgets.VBox):
         self.suggest_note.value = note_html(f"Looking for plans for {n} devices…")
         target = self.target if self.target and self.target != "cpu" else None
         found = suggest(self.scan, devices=n, inputs=self.state.inputs, target=target,
-                        train_step=self.state.train_step)
+                        train_step=self.state.train_step, labels=self.state.labels)
         self._suggestions = list(found)
         self.suggest_table.value = styled(found._repr_html_())
         self.suggest_note.value = note_html(

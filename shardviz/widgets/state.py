@@ -40,7 +40,9 @@ class ExplorerState:
         model_or_builder: a model, a builder or a :class:`~shardviz.model_scan.Scan`.
         plan: the first plan (a Plan, a Keras distribution or a plan dict).
         inputs: inputs for the forward pass, or None for variables only.
-        train_step: trace a training step instead of a forward pass.
+        train_step: trace the train step ``model.fit`` runs instead of a
+            forward pass.
+        labels: with ``train_step``, the labels (y) as ``fit`` takes them.
         target, slices: the hardware planned for.
         auto_run: re-run the pass after an edit when the last attempt was
             cheap (at most ``cheap_seconds``), and after a failure as soon
@@ -48,12 +50,14 @@ class ExplorerState:
     """
 
     def __init__(self, model_or_builder: Any, plan: Any, inputs: Any = None, *,
-                 train_step: bool = False, target: str | Target | None = None, slices: int = 1,
+                 train_step: bool = False, labels: Any = None,
+                 target: str | Target | None = None, slices: int = 1,
                  auto_run: bool = True, cheap_seconds: float = 1.0) -> None:
         self.scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
             model_or_builder, inputs=inputs)
         self.inputs = inputs
         self.train_step = train_step
+        self.labels = labels
         self.target = parse_target(target, slices)
         self.auto_run = auto_run
         self.cheap_seconds = cheap_seconds
@@ -168,6 +172,7 @@ class ExplorerState:
                                 hint="Create it with inputs=..., e.g. inputs=(8, 128).")
         start = time.perf_counter()
         report = self.analyze(self.plan, self.inputs, train_step=self.train_step,
+                              labels=self.labels if self.train_step else None,
                               progress=progress)
         self.last_seconds = time.perf_counter() - start
         self.report = report
