@@ -139,20 +139,28 @@ def tpu_topology_devices(chip: str, topology: str, slices: int = 1) -> tuple:
     # process owns them. shardviz only compiles for a described topology and
     # never touches a chip, so two notebooks (or test workers) may both plan.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    # v4 and v5p chips hold two TensorCores that Cloud TPU runs as one JAX
+    # device (megacore); libtpu describes a v4 core by core unless asked.
+    config = {"chip_config_name": "megacore"} if chip in ("v4", "v5p") else {}
+    # Slices of one host: v5litepod-1 / v6e-1 (a chip) and v5litepod-8 / v6e-8
+    # (one VM of 8 chips); libtpu's default host is 2x2 chips.
+    if chip in ("v5e", "v6e") and topology in ("1x1", "2x4"):
+        config["chips_per_host_bounds"] = tuple(int(d) for d in topology.split("x")) + (1,)
     try:
         with _quiet_stderr():
             try:
                 description = topologies.get_topology_desc(
-                    platform="tpu", topology_name=name, num_slices=slices)
+                    platform="tpu", topology_name=name, num_slices=slices, **config)
             except Exception as first:
-                # A slice smaller than one host (v5litepod-1, v6e-1): libtpu's
-                # default host bounds (2x2x1) do not divide it; one host holds it all.
-                if "chips_per_host_bounds" not in str(first):
+                # Another slice smaller than libtpu's default host (2x2x1), asked
+                # for directly: one host holds it all.
+                if "chips_per_host_bounds" not in str(first) or "chips_per_host_bounds" in config:
                     raise
                 dims = [int(d) for d in topology.split("x")] + [1, 1]
                 description = topologies.get_topology_desc(
                     platform="tpu", topology_name=name, num_slices=slices,
-                    chips_per_host_bounds=tuple(dims[:3]))
+                    chips_per_host_bounds=tuple(dims[:3]),
+                    **{k: v for k, v in config.items() if k != "chips_per_host_bounds"})
     except Exception as e:
         text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if _no_libtpu():

@@ -136,6 +136,55 @@ HARDWARE: dict[str, Hardware] = {h.name: h for h in (
 
 
 @dataclasses.dataclass(frozen=True)
+class ChipCheck:
+    """How steps measured on a real chip compared with shardviz's step-time
+    estimate (the bound row of ``Report.estimate``) for the same program."""
+
+    hardware: str
+    date: str
+    program: str
+    """``"train step"`` (what ``model.fit`` runs) or ``"forward pass"``
+    (what ``model.predict`` runs)."""
+    model: str
+    low: float
+    high: float
+    """Measured seconds over estimated seconds, least and most."""
+    records: str = "tests/data/chip/v5e-1x1.jsonl (bench/chip/record.py)"
+
+    def describe(self) -> str:
+        """One clause for reports.
+
+        >>> CHIP_CHECKS[0].describe()[:46]
+        'on a v5e chip (2026-12-05), train steps of a 3'
+        """
+        return (f"on a {self.hardware} chip ({self.date}), {self.program}s of {self.model} took "
+                f"{self.low:.2f}-{self.high:.2f}x this estimate")
+
+
+CHIP_CHECKS: tuple[ChipCheck, ...] = (
+    ChipCheck("v5e", "2026-12-05", "train step",
+              "a 335M-parameter decoder (full and LoRA fine-tunes, batch 4 to 9, steps of "
+              "0.1-0.25 s)", 0.93, 1.14),
+    ChipCheck("v5e", "2026-12-05", "train step",
+              "a 10M-parameter classifier (2.6 ms steps, where Keras's per-step host work "
+              "weighs)", 1.25, 1.35),
+    ChipCheck("v5e", "2026-12-05", "forward pass",
+              "a 109M-parameter encoder under model.predict (batch 64 and 256)", 4.3, 4.6),
+)
+"""Every comparison of the estimate with a real chip, from the records a
+chip made. Not modelled by the estimate: how efficiently each kernel runs
+(the MXU is busy only for large, aligned matrix products), Keras's
+per-step host work (``predict`` copies each batch's outputs to the host),
+and how much communication overlaps computation."""
+
+
+def estimate_checks(hardware: Hardware, train_step: bool) -> tuple[ChipCheck, ...]:
+    """The chip checks of the estimate for this hardware and kind of pass."""
+    program = "train step" if train_step else "forward pass"
+    return tuple(c for c in CHIP_CHECKS if c.hardware == hardware.name and c.program == program)
+
+
+@dataclasses.dataclass(frozen=True)
 class Target:
     """A number of chips of one kind, as one or more slices (or nodes)."""
 
@@ -224,6 +273,16 @@ def parse_target(target: str | Target | None, slices: int = 1) -> Target:
         raise ShardvizError(f"A {name} slice holds at most {hardware.max_chips} chips; "
                             f"{text!r} has {chips}.",
                             hint="Use slices=N for several slices joined by DCN.")
+    if not sold(hardware, shape):
+        offered = sold_topologies(hardware)
+        bigger = next((t for t in offered if math.prod(int(d) for d in t.split("x")) >= chips),
+                      offered[-1])
+        more = "" if hardware.topology_rank == 2 else ", and larger shapes of whole 4x4x4 cubes"
+        raise ShardvizError(
+            f"No {name} slice has the topology {shape!r}: Cloud TPU sells {name} slices of "
+            f"{', '.join(offered)}{more}.",
+            hint=f"Plan for one of them, e.g. '{name}:{bigger}' (the smallest that holds "
+            f"{chips} chips), and give the mesh that many devices; or use slices=N.")
     return Target(hardware, shape, chips, count)
 
 
@@ -241,6 +300,36 @@ PRODUCT_NAMES: dict[str, str] = {
 """Cloud TPU's product names of the published single-host and multi-host
 slices (``v5litepod-1``, ``v6e-8``, ``v5p-8``), to their topologies
 (``CLOUD_TPU`` v5e, v6e, v5p and v4 pages). A target may be named either way."""
+
+
+_CUBE_SMALL = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
+
+
+def sold(hardware: Hardware, shape: str) -> bool:
+    """Whether Cloud TPU sells a slice of ``hardware`` with this topology:
+    for v5e and v6e the eight square-ish slices 1x1 to 16x16; for v4 and
+    v5p the four slices smaller than a cube and any 3-D shape whose dims are
+    all multiples of 4 (whole cubes), up to the largest slice (``CLOUD_TPU``
+    v5e, v6e, v5p and v4 configuration pages).
+
+    >>> sold(HARDWARE["v5e"], "2x4"), sold(HARDWARE["v5e"], "3x3")
+    (True, False)
+    >>> sold(HARDWARE["v5p"], "4x4x8"), sold(HARDWARE["v5p"], "2x2x3")
+    (True, False)
+    """
+    if hardware.family != "tpu":
+        return True
+    if hardware.topology_rank == 2:
+        return shape in _SQUARE_SLICES.values()
+    dims = [int(d) for d in shape.split("x")]
+    return shape in _CUBE_SMALL or all(d % 4 == 0 for d in dims)
+
+
+def sold_topologies(hardware: Hardware) -> list[str]:
+    """The topologies to suggest for ``hardware``, smallest first."""
+    if hardware.topology_rank == 2:
+        return list(_SQUARE_SLICES.values())
+    return [*_CUBE_SMALL, "4x4x4", "4x4x8", "4x8x8", "8x8x8"]
 
 
 def _check_slices(slices: object, hardware: Hardware) -> int:

@@ -629,6 +629,23 @@ class Report:
         return pd.DataFrame(rows, columns=columns)
 
     @property
+    def estimate_checked(self) -> str:
+        """How far the step-time estimate may be from a real step, and why:
+        what real chips of the target's kind measured against it, or that
+        none did (:data:`shardviz.hardware.CHIP_CHECKS`)."""
+        from .hardware import estimate_checks
+
+        train = bool(self.trace and self.trace.train_step)
+        checks = estimate_checks(self.target.hardware, train)
+        unknown = ("It does not model kernel efficiency, Keras's per-step host work, nor "
+                   "communication overlapping compute.")
+        if not checks:
+            return ("Not checked against a real chip of this kind: a roofline from published "
+                    f"peak figures. {unknown}")
+        measured = "; ".join(c.describe() for c in checks)
+        return f"Measured {measured}. {unknown}"
+
+    @property
     def flops(self) -> float | None:
         """Flops per device of the compiled pass, when XLA reports them."""
         return self.trace.memory.get("flops") if self.trace else None

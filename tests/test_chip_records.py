@@ -39,22 +39,40 @@ def test_records_are_json_lines():
     assert all(json.loads(line) for line in text.splitlines() if line.strip())
 
 
-# A case whose train step compiles in about a minute here; the decoder's take longer
-# (run bench/chip/compare.py for every record).
-CASES = ["dict_model_fit_b32"]
+# Cases whose analysis takes at most about a minute here (run bench/chip/compare.py for
+# every record): the largest batch of the decoder that ran and the first that did not,
+# the LoRA fine-tune's first refusal, the encoder's predict and the dict-input model.
+CASES = ["dict_model_fit_b32", "encoder_predict_b64", "decoder_fit_b7", "decoder_fit_b8",
+         "decoder_lora_fit_b10"]
+
+# Which of shardviz.hardware.CHIP_CHECKS states the estimate's accuracy for each model.
+CHECK_OF = {"decoder": 0, "decoder_lora": 0, "dict_model": 1, "encoder": 2}
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_verdict_and_memory_agree_with_the_chip(case):
+def test_verdict_memory_and_time_agree_with_the_chip(case):
     if not HAVE_LIBTPU:
         pytest.skip("libtpu is not installed")
+    from shardviz.hardware import CHIP_CHECKS
+
     record = RECORDS[case]
     report = compare.shardviz_answer(record)
     assert report.fits is record["ran"], report.problems_of("does-not-fit")
     ours = int(report.memory.iloc[0]["total_bytes"])
     theirs = compare.chip_bytes(record)
     assert abs(ours - theirs) <= 0.01 * theirs, (ours, theirs)
-    if record["ran"]:
-        mem = report.memory.iloc[0]
-        for key in ("argument_bytes", "output_bytes", "alias_bytes"):
+    if not record["ran"]:
+        return
+    mem = report.memory.iloc[0]
+    if record["kind"] == "fit":
+        for key in ("argument_bytes", "output_bytes", "alias_bytes", "temp_bytes"):
             assert abs(mem[key] - record["memory"][key]) <= 0.01 * record["memory"][key], key
+    else:  # predict donates and returns the variables; the forward pass reads them
+        assert abs(mem["temp_bytes"] - record["memory"]["temp_bytes"]) <= 0.01 * mem["temp_bytes"]
+    estimate = report.estimate
+    bound = float(estimate[estimate.bound]["seconds"].iloc[0])
+    check = CHIP_CHECKS[CHECK_OF[record["builder"]]]
+    ratio = record["step_seconds"] / bound
+    assert check.low - 0.005 <= ratio <= check.high + 0.005, (ratio, check)
+    assert check.describe() in report.estimate_checked
+    assert report.estimate_checked in " ".join(str(report).split())

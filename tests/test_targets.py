@@ -348,3 +348,41 @@ def test_product_names_are_targets_too():
     assert parse_target("v5p-8").chips == 4
     with pytest.raises(shardviz.ShardvizError, match="Unknown target"):
         parse_target("v5litepod-3")
+
+
+@needs_tpu
+def test_every_product_is_a_slice_of_one_device_per_chip():
+    """Each published slice, by its product name: libtpu describes one JAX
+    device per chip (v4 and v5p as megacore), on the hosts Cloud TPU gives
+    it (one VM for v5litepod-8 and v6e-8)."""
+    from shardviz.devices import tpu_topology_devices
+    from shardviz.hardware import PRODUCT_NAMES
+
+    for product, name in PRODUCT_NAMES.items():
+        target = parse_target(product)
+        devices = tpu_topology_devices(*name.split(":"))
+        assert len(devices) == target.chips, product
+        hosts = len({d.process_index for d in devices})
+        assert hosts == (1 if target.chips <= 8 and target.hardware.name in ("v5e", "v6e")
+                         else max(1, target.chips // 4)), product
+
+
+@needs_tpu
+def test_a_v4_chip_is_one_device():
+    report = shardviz.analyze(examples.mlp, Plan({"batch": 4}, {}), inputs=(8, 16),
+                              target="v4-8", train_step=True)
+    assert report.trace_error is None and report.fits
+    assert report.mesh.devices.size == 4
+
+
+@pytest.mark.parametrize("target,words", [
+    ("v5e:3x3", ["No v5e slice", "'3x3'", "v5e:4x4"]),
+    ("v5e:1x2", ["No v5e slice", "v5e:2x2"]),
+    ("v5p:2x2x3", ["No v5p slice", "whole 4x4x4 cubes", "v5p:2x2x4"]),
+    ("v6e:4x2", ["No v6e slice", "2x4"]),
+])
+def test_a_topology_no_tpu_sells_is_refused_with_one_that_is(target, words):
+    with pytest.raises(ShardvizError) as e:
+        shardviz.analyze(examples.mlp, Plan({"batch": 4}, {}), inputs=(8, 16), target=target)
+    shown = str(e.value)
+    assert all(w in shown for w in words), shown

@@ -186,7 +186,8 @@ def estimate_line(report) -> str:
         return ""
     parts = [f"{row.part} {human_seconds(row.seconds)}" + (" (bound)" if row.bound else "")
              for row in e.itertuples(index=False)]
-    return f"Step time on {report.target.label} (estimates): " + ", ".join(parts)
+    return (f"Step time on {report.target.label} (estimates): " + ", ".join(parts)
+            + f". {report.estimate_checked}")
 
 
 def report_renderables(report, max_rows: int | None = 40, width: int | None = None):
