@@ -100,6 +100,11 @@ def test_plan_file_and_a_builder_file(tmp_path):
     (["report", "x:y"], "give a plan"),
     (["report", "x:y", "--mesh", "batch=2", "--fail-on", "oops"], "unknown kind 'oops'"),
     (["report", "x:y", "--mesh", "batch=2", "--max-replicated-bytes", "lots"], "not a size"),
+    (["report", "x:y", "--mesh", "batch=2", "--labels", "8x16"], "add --train-step"),
+    (["report", "x:y", "--mesh", "batch=2", "--train-step", "--labels", "8xx"],
+     "--labels '8xx' is not a shape"),
+    (["report", "shardviz.examples:mlp", "--mesh", "batch=9", "--target", "v5e:3x3", "-q"],
+     "No v5e slice"),
 ])
 def test_bad_input_gives_one_line_and_exit_code_2(args, words):
     out = run(*args)
@@ -251,3 +256,24 @@ def test_sweep_prints_every_mesh_and_draws_it(tmp_path):
     assert "does not divide" in out.stdout
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert run("sweep", "shardviz.examples:mlp", "--devices", "8").returncode == 2
+
+
+def test_labels_reach_the_train_step_as_fit_takes_them(tmp_path):
+    builder = tmp_path / "compiled.py"
+    builder.write_text(textwrap.dedent("""
+        import keras
+
+        def build():
+            x = keras.Input((16,))
+            m = keras.Model(x, keras.layers.Dense(4, name="head")(x))
+            m.compile(optimizer="adam",
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            return m
+    """))
+    base = ["report", f"{builder}:build", "--devices", "2", "--mesh", "batch=2",
+            "--inputs", "8x16", "--train-step"]
+    missing = run(*base)
+    assert missing.returncode == 1 and "needs labels" in missing.stdout
+    out = run(*base, "--labels", "8:int32", "--json", str(tmp_path / "r.json"))
+    assert out.returncode == 0, out.stderr
+    assert "sparse_categorical_crossentropy" in out.stdout
