@@ -141,7 +141,8 @@ def tpu_topology_devices(chip: str, topology: str, slices: int = 1) -> tuple:
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     # v4 and v5p chips hold two TensorCores that Cloud TPU runs as one JAX
     # device (megacore); libtpu describes a v4 core by core unless asked.
-    config = {"chip_config_name": "megacore"} if chip in ("v4", "v5p") else {}
+    config: dict[str, object] = (
+        {"chip_config_name": "megacore"} if chip in ("v4", "v5p") else {})
     # Slices of one host: v5litepod-1 / v6e-1 (a chip) and v5litepod-8 / v6e-8
     # (one VM of 8 chips); libtpu's default host is 2x2 chips.
     if chip in ("v5e", "v6e") and topology in ("1x1", "2x4"):

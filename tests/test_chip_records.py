@@ -39,11 +39,10 @@ def test_records_are_json_lines():
     assert all(json.loads(line) for line in text.splitlines() if line.strip())
 
 
-# Cases whose analysis takes at most about a minute here (run bench/chip/compare.py for
-# every record): the largest batch of the decoder that ran and the first that did not,
-# the LoRA fine-tune's first refusal, the encoder's predict and the dict-input model.
-CASES = ["dict_model_fit_b32", "encoder_predict_b64", "decoder_fit_b7", "decoder_fit_b8",
-         "decoder_lora_fit_b10"]
+# Cases light enough for CI's memory beside another test worker: the encoder's predict
+# and the dict-input model. The 335M decoder's compiles need several GB each; run
+# bench/chip/compare.py for every record (docs/CHIP.md holds its output).
+CASES = ["dict_model_fit_b32", "encoder_predict_b64"]
 
 # Which of shardviz.hardware.CHIP_CHECKS states the estimate's accuracy for each model.
 CHECK_OF = {"decoder": 0, "decoder_lora": 0, "dict_model": 1, "encoder": 2}
