@@ -277,3 +277,11 @@ def test_labels_reach_the_train_step_as_fit_takes_them(tmp_path):
     out = run(*base, "--labels", "8:int32", "--json", str(tmp_path / "r.json"))
     assert out.returncode == 0, out.stderr
     assert "sparse_categorical_crossentropy" in out.stdout
+
+
+def test_a_narrow_table_drops_only_columns_it_has():
+    from shardviz.render.text import fitted_table
+
+    table = fitted_table("t", [("path", "left"), ("bytes", "right")],
+                         [["a/very/long/path/" * 4, "123"]], 20, drop=("pass", "bytes"))
+    assert [c.header for c in table.columns] == ["path"]

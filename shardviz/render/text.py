@@ -83,6 +83,8 @@ def fitted_table(title: str, columns: list[tuple[str, str]], rows: list[list[str
     for name in drop:
         if width is None or total() <= width:
             break
+        if name not in kept:  # a column this table does not have (a train step's pass, ...)
+            continue
         kept.remove(name)
         dropped.append(name)
     fold_first = width is not None and total() > width
