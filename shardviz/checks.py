@@ -386,7 +386,8 @@ def memory_parts(variable_bytes_per_device: int, trace) -> dict[str, int]:
     if optimizer:
         parts["optimizer state"] = optimizer
     mem = trace.memory
-    inputs = mem["argument_bytes"] - variable_bytes_per_device - optimizer
+    inputs = (mem["argument_bytes"] + mem.get("unread_bytes", 0) - variable_bytes_per_device
+              - optimizer)
     if inputs > 0:
         parts["inputs"] = inputs
     outputs = mem["output_bytes"] - mem["alias_bytes"]
@@ -398,12 +399,14 @@ def memory_parts(variable_bytes_per_device: int, trace) -> dict[str, int]:
 
 def needed_bytes(variable_bytes_per_device: int, trace) -> int:
     """The bytes one device needs: the compiled program's arguments, outputs
-    and temporaries less what it aliases, or, with no compiled program, the
-    variables alone (a lower bound)."""
+    and temporaries less what it aliases, plus the arguments it never reads
+    (which live on the device all the same), or, with no compiled program,
+    the variables alone (a lower bound)."""
     if trace is None:
         return variable_bytes_per_device
     m = trace.memory
-    return m["argument_bytes"] + m["output_bytes"] + m["temp_bytes"] - m["alias_bytes"]
+    return (m["argument_bytes"] + m.get("unread_bytes", 0) + m["output_bytes"]
+            + m["temp_bytes"] - m["alias_bytes"])
 
 
 def fit_problems(target, layouts: list[VariableLayout], trace, mesh: MeshModel) -> list[Problem]:

@@ -93,20 +93,22 @@ HARDWARE: dict[str, Hardware] = {h.name: h for h in (
         f"are not on that page: {SCALING_BOOK}tpus/ gives 4.5e10 B/s one way per ICI link with 6 "
         "neighbours (6 x 4.5e10), and about 2.5e10 B/s of DCN per host of 4 chips."),
     Hardware(
-        "v5e", "tpu", "TPU v5 lite", 16 * 10**9, 819e9, 197e12, "ici", 400e9 / 2, "dcn",
+        "v5e", "tpu", "TPU v5 lite", 16 * 2**30, 819e9, 197e12, "ici", 400e9 / 2, "dcn",
         _tb(2 * 100) / 8, 256, 2,
-        f"{CLOUD_TPU}v5e: 16 GB HBM2, 819 GBps, 197 TFLOPs bf16, ICI 400 GBps bidirectional "
-        "(halved: one way), pods of 256 chips. DCN derived: 2 x 100 Gbps NICs per host of 8 chips."),
+        f"{CLOUD_TPU}v5e: 16 GB HBM2 (GiB: the compiler itself allows 15.75 GiB), 819 GBps, "
+        "197 TFLOPs bf16, ICI 400 GBps bidirectional (halved: one way), pods of 256 chips. "
+        "DCN derived: 2 x 100 Gbps NICs per host of 8 chips."),
     Hardware(
-        "v5p", "tpu", "TPU v5", 95 * 2**30, 2765e9, 459e12, "ici", 1200e9 / 2, "dcn", _tb(50),
+        "v5p", "tpu", "TPU v5", 96 * 2**30, 2765e9, 459e12, "ici", 1200e9 / 2, "dcn", _tb(50),
         6144, 3,
-        f"{CLOUD_TPU}v5p: 95 GiB HBM2e usable, 2765 GBps, 459 TFLOPs bf16, ICI 1200 GBps "
+        f"{CLOUD_TPU}v5p: 95 GiB HBM2e usable (the compiler itself allows 95.74 GiB: the chip "
+        "holds 96 GiB), 2765 GBps, 459 TFLOPs bf16, ICI 1200 GBps "
         "bidirectional (halved: one way), DCN 50 Gbps per chip, slices up to 16x16x24."),
     Hardware(
-        "v6e", "tpu", "TPU v6 lite", 32 * 10**9, 1640e9, 918e12, "ici", 800e9 / 2, "dcn",
+        "v6e", "tpu", "TPU v6 lite", 32 * 2**30, 1640e9, 918e12, "ici", 800e9 / 2, "dcn",
         _tb(4 * 200) / 8, 256, 2,
-        f"{CLOUD_TPU}v6e: 32 GB HBM, 1640 GBps, 918 TFLOPs bf16, ICI 800 GBps bidirectional "
-        "(halved: one way), pods of 256 chips. DCN derived: 4 x 200 Gbps NICs per host of 8 "
+        f"{CLOUD_TPU}v6e: 32 GB HBM (GiB, as for v5e), 1640 GBps, 918 TFLOPs bf16, ICI 800 GBps "
+        "bidirectional (halved: one way), pods of 256 chips. DCN derived: 4 x 200 Gbps NICs per host of 8 "
         "chips."),
     Hardware(
         "h100", "gpu", "NVIDIA H100 80GB HBM3", 80 * 10**9, 3.35e12, 989e12, "nvlink", 450e9,
@@ -240,6 +242,10 @@ def parse_target(target: str | Target | None, slices: int = 1) -> Target:
     if not isinstance(text, str):
         raise ShardvizError(f"A target must be a name such as 'v5e:4x4', got "
                             f"{type(text).__name__} {text!r:.60}.", hint=_known_hint())
+    if re.search(r"\s", text.strip()):
+        joined = "".join(text.split())[:30]
+        raise ShardvizError(f"The target {text!r:.60} has a space in it; a target name has "
+                            "none.", hint=f"Write it without spaces, e.g. {joined!r}.")
     text = PRODUCT_NAMES.get(text.strip().lower(), text)
     name, _, shape = text.strip().lower().partition(":")
     hardware = HARDWARE.get(name)
@@ -354,7 +360,7 @@ def targets() -> pd.DataFrame:
 
     >>> t = targets()
     >>> t.loc[t.name == "v5e", ["hbm_bytes", "link"]].values.tolist()
-    [[16000000000, 'ici']]
+    [[17179869184, 'ici']]
     """
     import pandas as pd
 

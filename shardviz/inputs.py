@@ -174,8 +174,10 @@ def input_arrays(inputs):
 
 
 def check_against_model(specs, model_specs, model_name: str):
-    """Refuse inputs whose count, rank, fixed dims or dtype differ from what
-    the model declares, naming the input and what it expects."""
+    """Refuse inputs whose count, rank or fixed dims differ from what the
+    model declares, naming the input and what it expects. A dtype that
+    differs is not refused: the model casts its inputs to the dtypes it
+    declares (as ``model.fit`` does with the same data)."""
     if not model_specs:
         return
     import jax
@@ -188,7 +190,7 @@ def check_against_model(specs, model_specs, model_name: str):
             hint="Pass one shape or array per model input, in order "
             f"(expected shapes: {[s for s, _ in model_specs]}).",
         )
-    for i, (spec, (shape, dtype)) in enumerate(zip(given, model_specs)):
+    for i, (spec, (shape, _)) in enumerate(zip(given, model_specs)):
         expected = "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
         if len(spec.shape) != len(shape):
             raise ShardvizError(
@@ -203,17 +205,3 @@ def check_against_model(specs, model_specs, model_name: str):
                     f"the model expects {want} (shape {expected}).",
                     hint=f"Give input {i} a shape like {expected}.",
                 )
-        if dtype is not None and _dtype_kind(spec.dtype) != _dtype_kind(dtype):
-            raise ShardvizError(
-                f"Input {i} of model {model_name!r} has dtype {spec.dtype}, but the model "
-                f"expects {dtype}.",
-                hint=f"Pass jax.ShapeDtypeStruct({tuple(spec.shape)}, {dtype!r}) "
-                "or an array of that dtype.",
-            )
-
-
-def _dtype_kind(dtype) -> str:
-    import jax.numpy as jnp
-
-    kind = jnp.dtype(dtype).kind
-    return {"i": "int", "u": "int", "b": "bool"}.get(kind, "float" if kind in "fV" else kind)

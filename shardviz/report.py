@@ -69,9 +69,13 @@ HOST_COLUMNS = ["process", "devices", "device_count", "variable_bytes", "batch_r
                 "cross_host_collectives", "cross_host_bytes"]
 MEMORY_COLUMNS = [
     "device", "variable_bytes", "optimizer_bytes", "input_bytes", "activation_bytes",
-    "argument_bytes", "output_bytes", "temp_bytes", "alias_bytes",
+    "argument_bytes", "output_bytes", "temp_bytes", "alias_bytes", "unread_bytes",
     "total_bytes", "capacity_bytes", "fits", "estimate",
 ]
+FRAMES = ("variables", "outputs", "rules", "devices", "hosts", "problems", "activations",
+          "collectives", "memory", "optimizer_variables", "estimate")
+"""Every DataFrame a Report has, by attribute name: what the JSON export
+writes and what every frame test covers."""
 OPTIMIZER_COLUMNS = ["path", "reference", "shape", "dtype", "spec", "shard_shape",
                      "bytes_per_device"]
 
@@ -486,7 +490,11 @@ class Report:
         ``activation_bytes`` (the sum over every layer output: more than is
         live at once, which XLA's temporaries hold); ``argument_bytes``, ``output_bytes``,
         ``temp_bytes`` and ``alias_bytes`` (XLA's ``memory_analysis()``);
-        ``total_bytes`` (arguments + outputs + temporaries − aliased). The
+        ``unread_bytes`` (arguments the program never reads, which ``jit``
+        drops from it, but which live on the device all the same: an untied
+        output embedding in a forward pass, say); ``total_bytes`` (arguments
+        + unread + outputs + temporaries − aliased: the sum of
+        :attr:`memory_parts`). The
         XLA columns are None without a forward pass. ``capacity_bytes``: the
         memory a program may use on the target chip (on TPU the compiler's own
         figure, a little below the chip's HBM; on GPU the published HBM; None
@@ -514,8 +522,9 @@ class Report:
             for c, part in (("optimizer_bytes", "optimizer state"), ("input_bytes", "inputs")):
                 cols[c].append(parts.get(part, 0) if mem else None)
             cols["activation_bytes"].append(activations if mem else None)
-            for c in ("argument_bytes", "output_bytes", "temp_bytes", "alias_bytes"):
-                cols[c].append(mem[c] if mem else None)
+            for c in ("argument_bytes", "output_bytes", "temp_bytes", "alias_bytes",
+                      "unread_bytes"):
+                cols[c].append(mem.get(c, 0) if mem else None)
             cols["total_bytes"].append(needed if mem or refused else None)
             cols["capacity_bytes"].append(capacity)
             cols["fits"].append(False if refused else
@@ -544,13 +553,14 @@ class Report:
     @functools.cached_property
     def memory_parts(self) -> dict[str, int]:
         """Bytes per device by what holds them, in drawing order; they add
-        up to what XLA's memory analysis counts (``report.memory.total_bytes``):
-        ``variables`` (the plan's layouts), and after a forward pass
-        ``optimizer state`` (train step), ``inputs`` (XLA's argument bytes
-        less variables and optimizer state), ``outputs`` (XLA's output bytes
-        less those aliased to arguments) and ``temporaries`` (XLA's temp
-        bytes, which hold the layer outputs while they are live). Parts that
-        are zero are left out, except variables.
+        up to ``report.memory.total_bytes``, the figure the verdict reads:
+        ``variables`` (every model variable under the plan's layouts, read
+        by the program or not), and after a forward pass ``optimizer
+        state`` (train step), ``inputs`` (every other argument: the batch,
+        labels and metric state, with any padding XLA gives the arguments),
+        ``outputs`` (XLA's output bytes less those aliased to arguments) and
+        ``temporaries`` (XLA's temp bytes, which hold the layer outputs while
+        they are live). Parts that are zero are left out, except variables.
         """
         return memory_parts(self.variable_bytes_per_device, self.trace)
 

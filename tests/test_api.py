@@ -11,6 +11,7 @@ import pytest
 
 import shardviz
 from shardviz import Plan, examples
+from shardviz.report import FRAMES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -145,8 +146,33 @@ def test_only_a_rule_conflict_is_taken_for_a_conflict():
     assert not is_conflict(ValueError("something else")) and not is_conflict(KeyError("k"))
 
 
-FRAMES = ("variables", "outputs", "rules", "problems", "devices", "activations", "collectives",
-          "memory", "optimizer_variables")
+def test_the_list_of_frames_is_every_frame_a_report_has():
+    import typing
+
+    from shardviz import Report, report
+
+    frames = set()
+    for name in dir(Report):
+        member = getattr(Report, name)
+        fn = getattr(member, "func", None) or getattr(member, "fget", None)
+        if fn is not None and not name.startswith("_"):
+            ret = typing.get_type_hints(fn, globalns=vars(report)).get("return")
+            if ret is not None and getattr(ret, "__name__", "") == "DataFrame":
+                frames.add(name)
+    assert frames == set(FRAMES)
+
+
+def test_the_json_export_holds_every_frame():
+    from shardviz.render.export import frames_from_json, report_to_json
+
+    report = shardviz.analyze(examples.mlp, examples.megatron_plan(), inputs=(8, 16),
+                              target="h100:8", train_step=True)
+    frames = frames_from_json(report_to_json(report))
+    assert set(frames) == set(FRAMES)
+    for name in ("hosts", "estimate"):
+        assert len(frames[name]) and list(frames[name].columns) == list(
+            getattr(report, name).columns)
+
 
 
 @pytest.mark.parametrize("name", FRAMES)

@@ -76,3 +76,29 @@ def test_collectives_from_hlo_text():
 def test_shape_bytes():
     assert hlo.shape_bytes("bf16[1024,4096]{1,0}") == 1024 * 4096 * 2
     assert hlo.shape_bytes("(f32[2], s8[3])") == 11
+
+
+def _transfer(op: str, name: str, shape: str, kind: str, rendezvous: str) -> str:
+    return (f'  %{name} = ({shape}, u32[], token[]) {op}(%p, %after-all), channel_id=1, '
+            'is_host_transfer=true, frontend_attributes={_xla_host_transfer_handler_name='
+            f'"xla_megascale_runtime",_xla_host_transfer_rendezvous="{rendezvous}",'
+            f'_xla_megascale_transfer_type="{kind}"}}')
+
+
+def test_a_cross_slice_all_gather_counts_the_gathered_buffer_it_receives():
+    """The send holds this slice's part; the recv with the same rendezvous
+    holds the gathered buffer, which is the documented size."""
+    text = "\n".join([
+        _transfer("send", "send", "f32[16,1024]", "ALL_GATHER", "all-gather.8_0"),
+        _transfer("recv", "recv", "f32[32,1024]", "ALL_GATHER", "all-gather.8_0"),
+    ])
+    (c,) = hlo.collectives(text, ("data",), (2,))
+    assert (c.kind, c.network) == ("all-gather", "dcn")
+    assert (c.operand_bytes, c.result_bytes, c.bytes_per_device) == (65536, 131072, 131072)
+
+
+def test_a_cross_slice_permute_is_a_documented_kind():
+    text = _transfer("send", "send.3", "bf16[8,128]", "ONE_TO_ONE", "cp.1_0")
+    (c,) = hlo.collectives(text, ("data",), (2,))
+    assert c.kind == "collective-permute" and c.kind in hlo.KINDS
+    assert set(hlo.MEGASCALE_KINDS.values()) <= set(hlo.KINDS)

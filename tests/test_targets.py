@@ -185,6 +185,37 @@ def test_two_slices_put_the_data_parallel_all_reduce_on_dcn_and_the_model_one_on
 
 
 @needs_tpu
+def test_an_fsdp_gather_across_slices_counts_the_gathered_weight():
+    """With the weights split over both slices, each cross-slice all-gather
+    receives the two slices' parts: its bytes are the gathered buffer, twice
+    what one slice sends."""
+    plan = Plan({"fsdp": 16}, {"up/kernel": ("fsdp", None), "down/kernel": (None, "fsdp")},
+                batch_axis="fsdp")
+    report = shardviz.analyze(examples.mlp, plan, inputs=(32, 16), target="v5e:2x4",
+                              slices=2)
+    c = report.collectives
+    dcn = c[c.network == "dcn"]
+    assert len(dcn) and set(dcn.kind) == {"all-gather"}
+    for row in dcn.to_dict("records"):
+        assert row["bytes_per_device"] == row["result_bytes"] == 2 * row["operand_bytes"], row
+
+
+@needs_tpu
+@pytest.mark.parametrize("family", ["v4", "v5e", "v5p", "v6e"])
+def test_the_published_hbm_holds_what_the_compiler_allows(family):
+    """The table's HBM is the chip's memory in bytes as the compiler counts
+    it (the published "GB" of these chips are GiB): never below what the
+    compiler lets one program use, and within 5% of it."""
+    from shardviz.devices import tpu_usable_bytes
+    from shardviz.hardware import sold_topologies
+
+    topology = sold_topologies(HARDWARE[family])[0]
+    usable = tpu_usable_bytes(family, topology)
+    published = HARDWARE[family].hbm_bytes
+    assert usable is not None and usable <= published < usable * 1.05, (usable, published)
+
+
+@needs_tpu
 def test_a_mesh_that_does_not_match_the_chips_is_a_clear_error():
     with pytest.raises(ShardvizError, match="has 8 devices, but the target v5e:4x4 has 16"):
         shardviz.analyze(examples.mlp, examples.megatron_plan(), target="v5e:4x4")

@@ -230,7 +230,6 @@ def test_multi_input_models_take_lists_and_dicts():
 @pytest.mark.parametrize("inputs, words", [
     ((8, 16, 3), "rank 3"),
     ((8, 12), "size 12 in dim 1"),
-    (jax.ShapeDtypeStruct((8, 16), "int32"), "dtype int32"),
     ((6, 16), "batch size 6"),
     ([(8, 16), (8, 16)], "takes 1 input"),
 ])
@@ -242,6 +241,20 @@ def test_bad_inputs_give_clear_errors_and_keep_the_variables(inputs, words):
     (p,) = report.problems_of("trace-failed")
     assert p.severity == "error" and words in p.message
     assert len(report.variables) == 4 and report.variables["status"].eq("sharded").sum() == 2
+
+
+@pytest.mark.parametrize("dtype", ["int8", "bool", "int32", "bfloat16"])
+@pytest.mark.parametrize("train_step", [False, True])
+def test_inputs_of_another_dtype_are_cast_by_the_model_as_keras_does(dtype, train_step):
+    """A functional model casts its inputs to the dtypes it declares; the
+    program takes the data as given (int8 data moves as int8)."""
+    plan = Plan({"batch": 4, "model": 2}, {".*kernel": (None, "model")})
+    report = shardviz.analyze(examples.mlp, plan, inputs=jax.ShapeDtypeStruct((8, 16), dtype),
+                              train_step=train_step)
+    assert report.trace_error is None, report.trace_error
+    (given,) = jax.tree_util.tree_leaves(report.trace.input_specs)
+    assert str(given.dtype) == dtype
+    assert report.memory_parts["inputs"] >= 8 * 16 * jax.numpy.dtype(dtype).itemsize // 4
 
 
 def test_too_few_devices_says_how_many_and_how_to_simulate():

@@ -21,8 +21,6 @@ import pandas as pd
 from .. import __version__
 from ..errors import ShardvizError
 
-FRAMES = ("variables", "outputs", "rules", "devices", "problems", "activations", "collectives",
-          "memory", "optimizer_variables")
 SCHEMA = "shardviz.report"
 
 
@@ -50,6 +48,8 @@ def report_to_dict(report) -> dict:
         data["trace"] = {"mode": report.trace.mode, "train_step": report.trace.train_step,
                          "memory": report.trace.memory, "seconds": report.trace.seconds}
     data["explanations"] = [explanation_dict(e) for _, e in sorted(report.explained.items())]
+    from ..report import FRAMES
+
     for name in FRAMES:
         frame = getattr(report, name)
         data["frames"][name] = {

@@ -165,7 +165,9 @@ def memory_line(report) -> str:
     m = report.memory.iloc[0]
     flops = f", {report.flops:,.0f} flops" if report.flops is not None else ""
     line = (f"Memory per device (XLA): arguments {human_bytes(m['argument_bytes'])}, outputs "
-            f"{human_bytes(m['output_bytes'])}, temporaries {human_bytes(m['temp_bytes'])}{flops}")
+            f"{human_bytes(m['output_bytes'])}, temporaries {human_bytes(m['temp_bytes'])}"
+            + (f", and {human_bytes(m['unread_bytes'])} of arguments it never reads"
+               if m["unread_bytes"] else "") + flops)
     return line + fit_text(report)
 
 

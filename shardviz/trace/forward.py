@@ -222,7 +222,7 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         compiled, mesh, layer_paths, parameter_paths(trainable, non_trainable)), mesh)
     result = Trace(
         mode=mode, train_step=train_step, activations=activations,
-        collectives=forward_collectives, memory=hlo.memory(compiled),
+        collectives=forward_collectives, memory=hlo.memory(compiled, (tv, ntv, x)),
         input_specs=input_specs, hlo_text=compiled.as_text(), compiled=compiled,
         seconds=seconds,
     )

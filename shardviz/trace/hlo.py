@@ -31,6 +31,8 @@ import re
 
 import numpy as np
 
+from ..errors import ShardvizError
+
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
 DTYPE_BYTES = {
@@ -366,6 +368,7 @@ def collectives(hlo_text: str, axis_names, mesh_shape) -> list[Collective]:
     """Every collective of a compiled module's text, in program order."""
     shapes = {}
     sources: dict[str, tuple[str, str]] = {}  # name -> (op_name, first operand)
+    received: dict[str, int] = {}  # a cross-slice transfer's rendezvous -> bytes received
     found = []
     for line in hlo_text.splitlines():
         m = _INSTRUCTION.match(line)
@@ -379,6 +382,10 @@ def collectives(hlo_text: str, axis_names, mesh_shape) -> list[Collective]:
         if op == "send" and "_xla_megascale_transfer_type" in m.group("attrs"):
             found.append((m, "megascale", False))
             continue
+        if op == "recv" and "_xla_megascale_transfer_type" in m.group("attrs"):
+            received[_attr(m.group("attrs"), "_xla_host_transfer_rendezvous") or ""] = \
+                _first_element_bytes(m.group("shape"))
+            continue
         base = op[:-6] if op.endswith("-start") else op
         if base not in KINDS or op.endswith("-done"):
             continue
@@ -387,7 +394,7 @@ def collectives(hlo_text: str, axis_names, mesh_shape) -> list[Collective]:
     for m, kind, is_async in found:
         attrs = m.group("attrs")
         if kind == "megascale":
-            out.append(_megascale(m, sources))
+            out.append(_megascale(m, sources, received))
             continue
         groups_text = _attr(attrs, "replica_groups")
         if kind == "collective-permute":
@@ -420,21 +427,41 @@ def collectives(hlo_text: str, axis_names, mesh_shape) -> list[Collective]:
 
 
 MEGASCALE_KINDS = {"ALL_REDUCE": "all-reduce", "ALL_GATHER": "all-gather",
-                   "REDUCE_SCATTER": "reduce-scatter", "ALL_TO_ALL": "all-to-all"}
+                   "REDUCE_SCATTER": "reduce-scatter", "ALL_TO_ALL": "all-to-all",
+                   "ONE_TO_ONE": "collective-permute",
+                   "COLLECTIVE_PERMUTE": "collective-permute"}
+"""The multi-slice runtime's transfer types, as :data:`KINDS`: a
+``ONE_TO_ONE`` transfer sends each chip's buffer to one chip of another
+slice, which is what a collective-permute does."""
 
 
-def _megascale(m, sources: dict[str, tuple[str, str]]) -> Collective:
+def _first_element_bytes(shape_text: str) -> int:
+    """Bytes of a ``send``/``recv``'s buffer: its shape's first element."""
+    elements = tuple_elements(shape_text)
+    return shape_bytes(elements[0]) if elements else shape_bytes(shape_text)
+
+
+def _megascale(m, sources: dict[str, tuple[str, str]], received: dict[str, int]) -> Collective:
     """A collective between TPU slices: XLA hands it to the multi-slice
     runtime as a host-transfer ``send`` whose attributes name its kind
-    (``_xla_megascale_transfer_type="ALL_REDUCE"``). It runs over the
-    data-centre network; its groups are the same chip in every slice, so the
-    trace fills in the axes."""
+    (``_xla_megascale_transfer_type="ALL_REDUCE"``), and a ``recv`` with the
+    same rendezvous that holds what arrives (for an all-gather the gathered
+    buffer, larger than what was sent). It runs over the data-centre network;
+    its groups are the same chip in every slice, so the trace fills in the
+    axes."""
     attrs = m.group("attrs")
     transfer = _attr(attrs, "_xla_megascale_transfer_type") or ""
     transfer = transfer.strip('"{}')
-    kind = MEGASCALE_KINDS.get(transfer, transfer.lower().replace("_", "-") or "collective")
-    elements = tuple_elements(m.group("shape"))
-    size = shape_bytes(elements[0]) if elements else shape_bytes(m.group("shape"))
+    if transfer not in MEGASCALE_KINDS:
+        raise ShardvizError(
+            f"Cross-slice transfer {m.group('name')!r} has the type {transfer!r}, which "
+            f"shardviz does not know (it knows {', '.join(sorted(MEGASCALE_KINDS))}).",
+            hint="Analyse one slice (slices=1), or use the libtpu version shardviz's "
+            "tests pin.")
+    kind = MEGASCALE_KINDS[transfer]
+    size = _first_element_bytes(m.group("shape"))
+    rendezvous = _attr(attrs, "_xla_host_transfer_rendezvous") or ""
+    result = received.get(rendezvous, size)
     op_name = _attr(attrs, "op_name") or ""
     operand = m.group("operands").split(",")[0].strip().lstrip("%")
     for _ in range(8):  # the transfer has no metadata: take its data's producer's
@@ -442,7 +469,7 @@ def _megascale(m, sources: dict[str, tuple[str, str]]) -> Collective:
             break
         op_name, operand = sources[operand]
     scopes, pass_ = scopes_of(op_name)
-    return Collective(kind=kind, name=m.group("name"), async_=True, result_bytes=int(size),
+    return Collective(kind=kind, name=m.group("name"), async_=True, result_bytes=int(result),
                       operand_bytes=int(size), groups=(), axes=(), complete=True,
                       op_name=op_name, scopes=scopes, layer=", ".join(scopes), pass_=pass_,
                       network="dcn")
@@ -483,9 +510,36 @@ def _attr(attrs: str, name: str) -> str | None:
     return m.group(0) if m else None
 
 
-def memory(compiled) -> dict:
-    """Per-device bytes from ``compiled.memory_analysis()``, and flops from
-    ``compiled.cost_analysis()`` when XLA reports them."""
+def unread_bytes(compiled, args) -> int:
+    """Per-device bytes of the arguments ``jit`` dropped from ``compiled``
+    because the program never reads them (an untied output embedding in a
+    forward pass, say). They are not in XLA's argument bytes, yet the arrays
+    live on the device all the same. ``compiled.input_shardings`` has None
+    for each dropped argument."""
+    import math
+
+    import jax
+    import numpy as np
+
+    def none(x):
+        return x is None
+
+    kept = jax.tree_util.tree_leaves(compiled.input_shardings, is_leaf=none)
+    given = jax.tree_util.tree_leaves((tuple(args), {}), is_leaf=none)
+    if len(kept) != len(given):
+        raise ValueError(f"{len(given)} arguments but {len(kept)} compiled input shardings")
+    total = 0
+    for sharding, arg in zip(kept, given):
+        if sharding is None and arg is not None:
+            shard = arg.sharding.shard_shape(tuple(arg.shape))
+            total += math.prod(shard) * np.dtype(arg.dtype).itemsize
+    return total
+
+
+def memory(compiled, args=()) -> dict:
+    """Per-device bytes from ``compiled.memory_analysis()``, the bytes of
+    the arguments ``args`` it does not read (:func:`unread_bytes`), and flops
+    from ``compiled.cost_analysis()`` when XLA reports them."""
     stats = compiled.memory_analysis()
     out: dict[str, float | None] = {
         "argument_bytes": int(getattr(stats, "argument_size_in_bytes", 0)),
@@ -493,6 +547,7 @@ def memory(compiled) -> dict:
         "temp_bytes": int(getattr(stats, "temp_size_in_bytes", 0)),
         "alias_bytes": int(getattr(stats, "alias_size_in_bytes", 0)),
         "code_bytes": int(getattr(stats, "generated_code_size_in_bytes", 0)),
+        "unread_bytes": unread_bytes(compiled, args) if args else 0,
     }
     cost = compiled.cost_analysis()
     if isinstance(cost, (list, tuple)):

@@ -232,7 +232,7 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
     result.forward_collectives = ([c for c in collectives if c.pass_ == "forward"] if fused
                                   else result.collectives)
     result.collectives = collectives
-    result.memory = hlo.memory(compiled)
+    result.memory = hlo.memory(compiled, (state, data))
     result.hlo_text = compiled.as_text()
     result.compiled = compiled
     result.optimizer_variables = records
