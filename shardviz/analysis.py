@@ -120,7 +120,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
                 "target the hosts come from the topology.",
                 hint="Leave processes out on a TPU target, or give its host count.")
         processes = None  # the topology's own hosts
-    device_count = hardware.chips if hardware.is_tpu else jax.device_count()
+    device_count = hardware.chips if not hardware.is_cpu else jax.device_count()
     var_layouts = variable_layouts(scan, plan, mesh)
     out_layouts = output_layouts(scan, plan)
     problems = list(plan.check())

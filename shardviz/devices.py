@@ -16,7 +16,7 @@ import functools
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ._adapters.jax import backend_started
@@ -33,6 +33,38 @@ MAX_SIMULATED_DEVICES = 2048
 2.5 s and ends the process in about 6 s; at 4,096 ending takes 14 s, at 8,192
 over 30 s (``bench/bench_devices.py``). Larger meshes are planned without
 devices: layouts, shards and bytes are exact on an abstract mesh."""
+
+
+VERBOSE_ENV = "SHARDVIZ_VERBOSE"
+"""Set it (to anything but ``0``) to see the TPU runtime's start-up lines."""
+
+_QUIET_TPU_ENV = {
+    # What libtpu reads to describe this machine's chips. With no chip here
+    # and these unset, it warns that it cannot determine them ("Failed to
+    # find host bounds for accelerator type", "unexpected worker hostname")
+    # each time it starts, on stderr, where they read as errors.
+    "TPU_ACCELERATOR_TYPE": "v5litepod-1",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+    "TPU_SKIP_MDS_QUERY": "1",
+}
+
+
+@functools.cache
+def quiet_tpu_runtime() -> tuple[str, ...]:
+    """On a machine with no TPU chip, set what libtpu reads (only where
+    unset) so that it starts without its start-up warnings, and return the
+    names set. Nothing changes on a machine with chips, when libtpu is not
+    installed, or when ``SHARDVIZ_VERBOSE`` is set."""
+    if os.environ.get(VERBOSE_ENV, "0") not in ("", "0") or _no_libtpu():
+        return ()
+    from ._adapters.jax import tpu_chips_here
+
+    if tpu_chips_here():
+        return ()
+    unset = tuple(k for k in _QUIET_TPU_ENV if k not in os.environ)
+    for k in unset:
+        os.environ[k] = _QUIET_TPU_ENV[k]
+    return unset
 
 
 def simulate_devices(n: int = 8, *, cpu_only: bool = True) -> int:
@@ -57,6 +89,7 @@ def simulate_devices(n: int = 8, *, cpu_only: bool = True) -> int:
             hint="Pass the number of devices the plan's mesh needs, e.g. simulate_devices(8).",
         )
     n = int(n)
+    quiet_tpu_runtime()
     if n > MAX_SIMULATED_DEVICES:
         raise ShardvizError(
             f"simulate_devices({n}): shardviz simulates at most {MAX_SIMULATED_DEVICES:,} "
@@ -91,33 +124,87 @@ def cpu_only() -> None:
     """Make the simulated CPU the only JAX platform, if JAX has not started:
     shardviz never runs on an accelerator (TPU targets are compiled for, not
     run on), and starting one prints its start-up warnings."""
+    quiet_tpu_runtime()
     import jax
 
     if not backend_started() and not getattr(jax.config, "jax_platforms", None):
         jax.config.update("jax_platforms", "cpu")
 
 
+stderr_lock = threading.Lock()
+"""Taken by every fd-2 redirect in shardviz, so that two never nest."""
+
+
 @contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """Send what C++ code writes to stderr (fd 2) nowhere for the length of
-    the block: libtpu warns about TPU_ACCELERATOR_TYPE and
-    TPU_WORKER_HOSTNAMES when it describes a topology on a machine with no
-    TPU. Errors still arrive as exceptions."""
+def filtering_stderr(take: Callable[[str], bool]) -> Iterator[list[str]]:
+    """Hold fd 2 for the length of the block: each line written to it (from
+    C++ or Python, by any thread) for which ``take(line)`` is true is kept in
+    the list the block receives; every other line goes on to the real stderr
+    as it arrives, in order. Nothing is lost, whatever the block raises.
+
+    >>> import os
+    >>> with filtering_stderr(lambda line: line.startswith("mine")) as kept:
+    ...     _ = os.write(2, b"mine: taken\\n")
+    >>> kept
+    ['mine: taken']
+    """
     import sys
 
     sys.stderr.flush()
-    with stderr_lock, open(os.devnull, "wb") as sink:
+    with stderr_lock:
+        kept: list[str] = []
+        read_end, write_end = os.pipe()
         saved = os.dup(2)
-        os.dup2(sink.fileno(), 2)
+        out = os.dup(saved)  # the pump's own, closed when it is done
+
+        def handle(line: bytes, newline: bytes) -> None:
+            text = line.decode("utf-8", "replace")
+            if take(text):
+                kept.append(text.rstrip("\r"))
+            else:
+                os.write(out, line + newline)
+
+        def pump() -> None:
+            pending = b""
+            try:
+                while chunk := os.read(read_end, 65536):
+                    pending += chunk
+                    *complete, pending = pending.split(b"\n")
+                    for line in complete:
+                        handle(line, b"\n")
+                if pending:
+                    handle(pending, b"")
+            finally:
+                os.close(read_end)
+                os.close(out)
+
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        reader = threading.Thread(target=pump, name="shardviz-stderr", daemon=True)
+        reader.start()
         try:
-            yield
+            yield kept
         finally:
             sys.stderr.flush()
-            os.dup2(saved, 2)
+            os.dup2(saved, 2)  # the pipe's last write end closes: the pump ends
             os.close(saved)
+            reader.join(timeout=10)
 
 
-stderr_lock = threading.Lock()
+_TPU_START_UP = re.compile(
+    r"host bounds for accelerator type|could not determine TPU|TPU_WORKER_HOSTNAMES|"
+    r"Logging before InitGoogle|=== Source Location Trace|^\s*learning/\S+\.cc:\d+")
+
+
+def _tpu_start_up_line(line: str) -> bool:
+    """A start-up line of libtpu's on a machine with no chip."""
+    return os.environ.get(VERBOSE_ENV, "0") in ("", "0") and bool(_TPU_START_UP.search(line))
+
+
+def _quiet_stderr() -> contextlib.AbstractContextManager[list[str]]:
+    """libtpu's start-up lines kept off stderr while it describes a
+    topology; every other line passes."""
+    return filtering_stderr(_tpu_start_up_line)
 
 
 @functools.lru_cache(maxsize=32)
@@ -135,6 +222,7 @@ def tpu_topology_devices(chip: str, topology: str, slices: int = 1) -> tuple:
         raise ShardvizError(f"This JAX has no topology API ({e}).",
                             hint="Install jax >= 0.10.") from None
     name = f"{chip}:{topology}"
+    quiet_tpu_runtime()
     # libtpu guards real chips with a machine-wide lock file, so that one
     # process owns them. shardviz only compiles for a described topology and
     # never touches a chip, so two notebooks (or test workers) may both plan.

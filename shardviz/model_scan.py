@@ -332,6 +332,9 @@ def scan(model_or_builder: Any, inputs: object = None) -> Scan:
         ShardvizError: if the builder raises or returns no model, or the
             model is not built.
     """
+    from .devices import quiet_tpu_runtime
+
+    quiet_tpu_runtime()
     start = time.perf_counter()
     notes = []
     build_records: list[tuple] = []

@@ -51,7 +51,8 @@ class Meeting:
 
     name: str
     kind: str
-    """``"variable"``, ``"activation"``, ``"input"`` or ``"internal"``."""
+    """``"variable"``, ``"activation"``, ``"input"``, ``"internal"``, or
+    ``"result"``: the site's own output, when an /output rule constrains it."""
     shape: tuple
     """Empty when unknown (a value inside an enclosing layer's call)."""
     spec: tuple | None
@@ -68,12 +69,16 @@ class Meeting:
         if self.spec is None:
             return f"`{self.name}`{shape}"
         layout = format_spec(self.spec)
+        if self.kind == "result":
+            return (f"{_rule(str(self.rule), self.rule_index)} asks its result "
+                    f"`{self.name}`{shape} to be {layout}")
         if self.rule:
             how = f"by {_rule(self.rule, self.rule_index)}"
         elif self.kind == "variable":
             how = f"({NO_RULE})"
         elif self.kind == "input":
             how = "(the batch layout Keras gives inputs)"
+
         elif self.via:
             how = ("(no /output rule: XLA propagated it from "
                    + " and ".join(f"`{v}` ({_rule(r, i)})" for v, r, i in self.via) + ")")
@@ -193,10 +198,9 @@ def _row(report: Report, which: object) -> tuple[int, Any]:
         raise ShardvizError(
             f"why() takes one collective, and this is a table of {len(which)} rows.",
             hint="Pass an index (report.why(0)) or one row (report.collectives.iloc[0]).")
-    if hasattr(which, "name") and hasattr(which, "get") and not isinstance(which, (int, str)):
-        index = which.name  # a row of report.collectives
-    else:
-        index = which
+    row_given = hasattr(which, "name") and hasattr(which, "get") \
+        and not isinstance(which, (int, str))
+    index = which.name if row_given else which  # type: ignore[attr-defined]
     import numbers
 
     if isinstance(index, bool) or not isinstance(index, numbers.Integral) \
@@ -206,7 +210,27 @@ def _row(report: Report, which: object) -> tuple[int, Any]:
             f"{len(frame)} (rows 0 to {len(frame) - 1} of report.collectives).",
             hint="Pass an index into report.collectives, or one of its rows.")
     i = int(index) % len(frame)
+    if row_given and not _same_row(which, frame.iloc[i]):
+        mine = frame.iloc[i]
+        raise ShardvizError(
+            f"why(row): this row is not row {i} of this report's collectives (that is the "
+            f"{mine['kind']} {mine['name']!r} at `{mine['layer']}`; the row given is the "
+            f"{which.get('kind')} {which.get('name')!r} at `{which.get('layer')}`): it "  # type: ignore[attr-defined]
+            "comes from another report.",
+            hint="Call why() on the report whose collectives the row came from "
+            "(other_report.why(row)), or pass an index into this report's collectives.")
     return i, frame.iloc[i]
+
+
+_ROW_KEYS = ("kind", "name", "layer", "pass", "op_name", "bytes_per_device")
+
+
+def _same_row(given, mine) -> bool:
+    """Whether a row handed to why() is this report's row (same collective)."""
+    try:
+        return all(given.get(k) == mine[k] for k in _ROW_KEYS)
+    except (TypeError, ValueError):
+        return False
 
 
 def _short(value: object) -> str:
@@ -267,6 +291,22 @@ def _meetings_unnumbered(report: Report, operands) -> list[Meeting]:
         else:
             out.append(Meeting(name, "internal", (), None, None))
     return out
+
+
+def _constrained_result(report: Report, row) -> Meeting | None:
+    """The site layer's own output, when an /output rule asks it a layout:
+    the collective may be what XLA does to give it that layout."""
+    activations = report.activations
+    if not len(activations) or not row["layer"]:
+        return None
+    rows = activations[(activations["path"] == f"{row['layer']}/output")
+                       & activations["rule"].astype(bool)]
+    if not len(rows):
+        return None
+    a = rows.iloc[0]
+    index_of = {r.key: i for i, r in enumerate(report.plan.rules)}
+    return Meeting(a["path"], "result", tuple(a["shape"]), tuple(a["requested_spec"]),
+                   a["rule"], rule_index=index_of.get(a["rule"]))
 
 
 def _split_dims(spec: tuple | None, axes: tuple) -> list[int]:
@@ -528,6 +568,11 @@ def explain_collective(report: Report, which: object, *, search: bool = True) ->
     index, row = _row(report, which)
     meetings = _meetings(report, tuple(row["operands"]))
     text = _why_text(report, row, meetings)
+    result = _constrained_result(report, row) if row["pass"] == "forward" else None
+    if result is not None:
+        text = (f"At `{row['layer'] or '?'}`, {result.describe()}, so XLA must produce that "
+                "layout there.\n" + text)
+        meetings.append(result)
     rules = tuple(sorted({m.rule for m in meetings if m.rule}
                          | {r for m in meetings for _, r, _ in m.via}))
     base = dict(index=index, kind=row["kind"], layer=row["layer"], site=row["site"],

@@ -215,6 +215,38 @@ def test_the_published_hbm_holds_what_the_compiler_allows(family):
     assert usable is not None and usable <= published < usable * 1.05, (usable, published)
 
 
+NOISY_SCRIPT = """
+import shardviz
+from shardviz import examples
+shardviz.analyze(examples.mlp, examples.megatron_plan(1, 4), inputs=(8, 16))
+r = shardviz.analyze(examples.mlp, examples.megatron_plan(1, 4), inputs=(8, 16),
+                     target="v5e:2x2", train_step=True)
+print("fits", r.fits)
+"""
+
+
+@needs_tpu
+def test_a_plain_script_prints_no_tpu_runtime_start_up_lines_unless_verbose(tmp_path):
+    """With no chip here, libtpu's start-up warnings would read as errors;
+    they appear only when SHARDVIZ_VERBOSE asks for them."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "plain.py"
+    script.write_text(NOISY_SCRIPT)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TPU_", "SHARDVIZ_")) and k != "JAX_PLATFORMS"}
+    quiet = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                           text=True, timeout=300, cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert "fits True" in quiet.stdout
+    for noise in ("host bounds", "worker hostname", "E0000", "InitGoogle"):
+        assert noise not in quiet.stderr, quiet.stderr[-2000:]
+    loud = subprocess.run([sys.executable, str(script)], env={**env, "SHARDVIZ_VERBOSE": "1"},
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert loud.returncode == 0 and "host bounds" in loud.stderr
+
+
 @needs_tpu
 def test_a_mesh_that_does_not_match_the_chips_is_a_clear_error():
     with pytest.raises(ShardvizError, match="has 8 devices, but the target v5e:4x4 has 16"):
@@ -268,6 +300,17 @@ def test_a_gpu_target_labels_every_figure_an_estimate():
     assert report.collectives[["axes", "network"]].values.tolist() == [[("model",), "nvlink"]]
     assert set(report.estimate.part) == {"compute", "memory", "collectives"}
     assert report.estimate.bound.sum() == 1
+
+
+def test_a_gpu_node_is_the_devices_a_plan_is_for_not_the_simulated_ones():
+    """On h100:4 the plan is for the node's 4 GPUs: a mesh of 4 uses them
+    all, with no advice to grow it to the 8 simulated devices (a mesh the
+    node refuses)."""
+    full = shardviz.analyze(examples.mlp, examples.megatron_plan(1, 4), target="h100:4")
+    assert not full.problems_of("mesh-size"), full.problems_of("mesh-size")
+    for other in (examples.megatron_plan(2, 4), examples.megatron_plan(1, 2)):
+        with pytest.raises(ShardvizError, match="the target h100:4 has 4 GPUs"):
+            shardviz.analyze(examples.mlp, other, target="h100:4")
 
 
 def test_two_gpu_nodes_put_the_batch_axis_on_infiniband():

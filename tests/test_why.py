@@ -132,6 +132,36 @@ def test_bad_questions_get_clear_errors():
         no_pass.why(0)
 
 
+def test_a_row_of_another_report_is_refused():
+    report = shardviz.analyze(examples.mlp, WRONG_PAIR, inputs=X8)
+    other = shardviz.analyze(examples.mlp, examples.megatron_plan(2, 4), inputs=X8)
+    assert other.collectives.iloc[0]["kind"] != report.collectives.iloc[0]["kind"]
+    with pytest.raises(ShardvizError, match="comes from another report") as info:
+        report.why(other.collectives.iloc[0])
+    assert "other_report.why(row)" in info.value.hint
+    # Its own rows, and an equal report's, are explained.
+    assert explain_collective(report, report.collectives.iloc[0], search=False).layer == "down"
+    again = shardviz.analyze(examples.mlp, WRONG_PAIR, inputs=X8)
+    assert explain_collective(report, again.collectives.iloc[0], search=False).layer == "down"
+
+
+def test_a_bad_output_rule_is_named_where_it_causes_the_collective():
+    """The site's own /output rule is part of the cause: the explanation and
+    its rules name it, and the fix that drops it follows from them."""
+    plan = Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
+                                           ".*down/kernel": ("model", None),
+                                           ".*down/output": (None, "model")})
+    report = shardviz.analyze(examples.mlp, plan, inputs=X8)
+    c = report.collectives
+    (i,) = c.index[(c["kind"] == "all-gather") & (c["layer"] == "down")]
+    why = report.why(i)
+    assert why.fix_change == "drop /output rule `.*down/output`"
+    assert ".*down/output" in why.rules
+    assert "rule 2 `.*down/output` asks its result `down/output` (8, 16) to be " \
+        "P(None, 'model')" in why.text
+    assert any(m.kind == "result" and m.rule == ".*down/output" for m in why.meetings)
+
+
 def _reshaper():
     inp = keras.Input((8,))
     h = keras.layers.Dense(16, name="dense")(inp)

@@ -16,6 +16,22 @@ from . import Swap
 _state = threading.local()
 
 
+def tpu_chips_here() -> int:
+    """How many TPU chips this machine has (0 on a machine without any).
+
+    Reason: JAX's own probe (the PCI devices it looks for before it starts
+    libtpu) is private; no public call answers without starting a backend.
+    Waits for a public "TPU chips present?" query.
+    """
+    try:
+        from jax._src import hardware_utils
+
+        chips, _ = hardware_utils.num_available_tpu_chips_and_device_id()
+    except Exception:  # pragma: no cover - layout of jax internals moved
+        return 0
+    return int(chips or 0)
+
+
 def backend_started() -> bool:
     """Whether JAX's backend has started, without starting it.
 

@@ -5,10 +5,10 @@ XLA's partitioner writes its warnings from C++ to the process's stderr (fd
 notably "[SPMD] Involuntary full rematerialization", which means it could
 not move a tensor from one layout to another efficiently, replicated it
 whole on every device, and split it again. :func:`capturing_stderr` holds
-fd 2 for the length of a compile; :func:`reshard_warnings` reads the lines
-that matter, and :func:`reshard_problems` turns each into a Problem with its
-layer, its source line and the rules whose layouts meet there. Lines it does
-not recognise go back to stderr unchanged.
+fd 2 for the length of a compile and keeps the lines that matter;
+:func:`reshard_warnings` reads them, and :func:`reshard_problems` turns each
+into a Problem with its layer, its source line and the rules whose layouts
+meet there. Every other line goes on to stderr as it is written.
 
 >>> line = ("W1203 spmd_partitioner.cc:656] [SPMD] Involuntary full rematerialization. The "
 ...         "compiler cannot go from sharding {mesh['batch'=2,'model'=4], [{'batch'}, {}]} to "
@@ -22,15 +22,11 @@ not recognise go back to stderr unchanged.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 import re
 import sys
-import tempfile
-from collections.abc import Iterator
 
-from ..devices import stderr_lock
+from ..devices import filtering_stderr
 
 _RESHARD = re.compile(
     r"Involuntary full rematerialization\.\s*The compiler (?:cannot|was not able to) go from "
@@ -55,29 +51,15 @@ class ReshardWarning:
     """XLA's whole line."""
 
 
-@contextlib.contextmanager
-def capturing_stderr() -> Iterator[list[str]]:
-    """Collect what C++ code writes to fd 2 while the block runs, as lines.
-
-    Held under the lock that every fd-2 redirect in shardviz takes, so that
-    two threads never swap it at once."""
-    lines: list[str] = []
-    sys.stderr.flush()
-    with stderr_lock, tempfile.TemporaryFile() as sink:
-        saved = os.dup(2)
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield lines
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            lines.extend(sink.read().decode("utf-8", "replace").splitlines())
+def capturing_stderr():
+    """Collect XLA's resharding lines written to fd 2 while the block runs;
+    every other line goes on to stderr as it arrives (see
+    :func:`~shardviz.devices.filtering_stderr`)."""
+    return filtering_stderr(lambda line: _RESHARD.search(line) is not None)
 
 
 def pass_on(lines: list[str]) -> None:
-    """Write the lines shardviz did not take back to stderr."""
+    """Write lines shardviz took but does not report back to stderr."""
     if lines:
         sys.stderr.write("\n".join(lines) + "\n")
         sys.stderr.flush()

@@ -1,0 +1,95 @@
+"""While shardviz holds fd 2 to read XLA's and libtpu's lines, what every
+other thread writes there goes on to stderr: every line, in order."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import keras
+
+import shardviz
+from shardviz import Plan
+
+
+def _reshaper():
+    inp = keras.Input((8,))
+    h = keras.layers.Dense(16, name="dense")(inp)
+    return keras.Model(inp, keras.layers.Reshape((4, 4), name="reshape")(h), name="reshaper")
+
+
+RESHARDING = Plan({"batch": 2, "model": 4}, {"dense/kernel": (None, "model"),
+                                            "dense/output": ("batch", None),
+                                            "reshape/output": (None, None, "model")})
+
+
+def _writer(stop: threading.Event, lines: list[str]) -> None:
+    i = 0
+    while not stop.is_set() or i < 50:
+        line = f"other thread line {i}\n"
+        os.write(2, line.encode())
+        lines.append(line)
+        i += 1
+        time.sleep(0.002)
+
+
+def test_other_threads_lines_pass_through_a_compile_in_order(capfd):
+    capfd.readouterr()
+    stop, written = threading.Event(), []
+    writer = threading.Thread(target=_writer, args=(stop, written))
+    writer.start()
+    try:
+        for _ in range(3):
+            report = shardviz.analyze(_reshaper, RESHARDING, inputs=(8, 8))
+            assert report.problems_of("xla-resharding")  # XLA's line was taken
+    finally:
+        stop.set()
+        writer.join()
+    err = capfd.readouterr().err
+    got = [line + "\n" for line in err.splitlines() if line.startswith("other thread line")]
+    assert got == written, (len(got), len(written))
+    assert "Involuntary" not in err
+
+
+def _huge():
+    x = keras.Input((32768,))
+    return keras.Model(x, keras.layers.Dense(65536, name="huge")(x))
+
+
+def test_other_threads_lines_pass_through_a_compile_that_fails(capfd):
+    """The compiler refuses the program for memory: what was written while
+    it ran still goes on."""
+    capfd.readouterr()
+    stop, written = threading.Event(), []
+    writer = threading.Thread(target=_writer, args=(stop, written))
+    writer.start()
+    try:
+        report = shardviz.analyze(_huge, Plan({"batch": 1}, {}), inputs=(8, 32768),
+                                  target="v5e:1x1", train_step=True)
+        assert report.fits is False
+    finally:
+        stop.set()
+        writer.join()
+    err = capfd.readouterr().err
+    got = [line + "\n" for line in err.splitlines() if line.startswith("other thread line")]
+    assert got == written, (len(got), len(written))
+
+
+def test_lines_written_while_a_tpu_topology_is_described_are_kept(capfd):
+    from shardviz.devices import tpu_topology_devices
+
+    tpu_topology_devices.cache_clear()
+    capfd.readouterr()
+    stop, written = threading.Event(), []
+    writer = threading.Thread(target=_writer, args=(stop, written))
+    writer.start()
+    try:
+        for topology in ("2x2", "2x4", "4x4"):
+            tpu_topology_devices("v5e", topology)
+    finally:
+        stop.set()
+        writer.join()
+    err = capfd.readouterr().err
+    got = [line + "\n" for line in err.splitlines() if line.startswith("other thread line")]
+    assert got == written, (len(got), len(written))
