@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -108,6 +108,22 @@ def _merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
+def _stderr_line(line: str | None) -> None:
+    """One line on stderr, rewritten in place as it changes; None ends it."""
+    import sys
+
+    if line is None:
+        if getattr(_stderr_line, "shown", False):
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+        _stderr_line.shown = False  # type: ignore[attr-defined]
+        return
+    sys.stderr.write("\r" + line[:119].ljust(getattr(_stderr_line, "width", 0)))
+    sys.stderr.flush()
+    _stderr_line.width = min(len(line), 119)  # type: ignore[attr-defined]
+    _stderr_line.shown = True  # type: ignore[attr-defined]
+
+
 def frame(cols: dict, columns: list, dtypes: dict | None = None) -> pd.DataFrame:
     """A DataFrame with integer and boolean columns typed, and every other
     column kept as Python objects (tuples, strings, None), rather than
@@ -149,6 +165,7 @@ class Report:
         and the plan (inputs, target, ...): what a counterfactual re-analysis
         repeats."""
         self._explanations: dict[int, Any] = {}
+        self._counterfactuals: dict[Any, Report] = {}  # plans why() compiled
 
     @functools.cached_property
     def _by_path(self) -> dict[str, VariableLayout]:
@@ -892,17 +909,28 @@ class Report:
 
         return grid_figure(self, paths, columns)
 
-    def why(self, which: object) -> Any:
+    def why(self, which: object, progress: bool | Callable[[str], object] = True) -> Any:
         """Why collective ``which`` (an index into :attr:`collectives`, or one
         of its rows) is there, and what removes it: an
         :class:`~shardviz.why.Explanation` with ``text``, ``rules``,
         ``source`` and a ``fix`` plan (or None, with the reason). Finding
-        the fix compiles a few counterfactual plans; the result is kept."""
+        the fix compiles a few counterfactual plans (on a train step, their
+        forward passes); the result is kept, and so is each plan compiled,
+        for the other collectives' explanations. While it compiles, one
+        line on stderr says which plan it is trying (``progress=False``:
+        none; a callable hears each line instead). Interrupting it
+        (Ctrl-C) leaves the report as it was."""
         from .why import _row, explain_collective
 
         index, _ = _row(self, which)
         if index not in self._explanations:
-            self._explanations[index] = explain_collective(self, index)
+            say = _stderr_line if progress is True else progress or None
+            try:
+                self._explanations[index] = explain_collective(
+                    self, index, progress=say)  # type: ignore[arg-type]
+            finally:
+                if say is _stderr_line:
+                    _stderr_line(None)
         return self._explanations[index]
 
     def explanations(self) -> list:

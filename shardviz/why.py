@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -515,22 +516,19 @@ def _candidates(report: Report, row, meetings: list[Meeting]) -> list[tuple[str,
     return out[:MAX_CANDIDATES]
 
 
-def _comm(report: Report) -> int:
-    c = report.collectives
+def _comm(c: pd.DataFrame) -> int:
     return int(c["bytes_per_device"].sum()) if len(c) else 0
 
 
-def _at_site(report: Report, kind: str, layer: str) -> int:
-    c = report.collectives
+def _at_site(c: pd.DataFrame, kind: str, layer: str) -> int:
     if not len(c):
         return 0
     return int(c[(c["kind"] == kind) & (c["layer"] == layer)]["bytes_per_device"].sum())
 
 
-def _changes(before: Report, after: Report) -> str:
+def _changes(before: pd.DataFrame, after: pd.DataFrame) -> str:
     """The collectives that a fix adds or removes, in words."""
-    def counts(r: Report) -> dict:
-        c = r.collectives
+    def counts(c: pd.DataFrame) -> dict:
         out: dict = {}
         for _, row in c.iterrows():
             key = (row["kind"], row["layer"])
@@ -561,10 +559,16 @@ def _changes(before: Report, after: Report) -> str:
     return "; ".join(parts) or "leaves the collectives as they were"
 
 
-def explain_collective(report: Report, which: object, *, search: bool = True) -> Explanation:
+def explain_collective(report: Report, which: object, *, search: bool = True,
+                       progress: Callable[[str], object] | None = None) -> Explanation:
     """The :class:`Explanation` of row ``which`` of ``report.collectives``
     (an index, or a row). With ``search=False`` no counterfactual plan is
-    compiled, and ``fix`` is None."""
+    compiled, and ``fix`` is None. ``progress(line)`` hears of each plan as
+    it is compiled.
+
+    On a train step, the plans are compared on their forward passes, where
+    the collective is (a train step costs several times a forward pass to
+    compile), and the explanation says so."""
     index, row = _row(report, which)
     meetings = _meetings(report, tuple(row["operands"]))
     text = _why_text(report, row, meetings)
@@ -587,7 +591,7 @@ def explain_collective(report: Report, which: object, *, search: bool = True) ->
             f"Fixes are searched for forward-pass collectives; this one is in the "
             f"{row['pass']} pass, where layer names do not identify a collective across "
             "plans. Explain the forward-pass collective at the same layer instead."))
-    tried = _try_all(report, row, meetings)
+    compared, tried = _try_all(report, row, meetings, progress)
     good = [t for t in tried if t.removes]
     if not good:
         if tried:
@@ -598,6 +602,8 @@ def explain_collective(report: Report, which: object, *, search: bool = True) ->
                       "the layouts come from XLA's propagation. Change the layer that produces "
                       "the input (see the collectives before this one), or constrain it with "
                       "an /output rule.")
+        if compared.note:
+            reason = compared.note
         if row["kind"] in ("all-reduce", "reduce-scatter") and "price of splitting" in text:
             reason = ("None of the local changes helps: this reduction is the price of "
                       "splitting the contraction. Removing it means replicating the kernel "
@@ -609,8 +615,12 @@ def explain_collective(report: Report, which: object, *, search: bool = True) ->
     before_bytes = report.variable_bytes_per_device
     best = min(good, key=lambda t: ((t.bytes_per_device or 0) > before_bytes, t.comm_bytes,
                                     t.bytes_per_device))
-    cost = [f"Communication per device: {human_bytes(_comm(report))} → "
-            f"{human_bytes(best.comm_bytes or 0)}; it {_changes(report, best.report)}."]
+    what = ("Forward-pass communication per device (the train step was not recompiled: "
+            "analyse the fix with train_step=True for its whole cost)"
+            if compared.screened else "Communication per device")
+    cost = [f"{what}: {human_bytes(_comm(compared.collectives))} → "
+            f"{human_bytes(best.comm_bytes or 0)}; it "
+            f"{_changes(compared.collectives, best.report.collectives)}."]
     before = report.variable_bytes_per_device
     if best.bytes_per_device is not None and best.bytes_per_device != before:
         cost.append(f"Variables per device: {human_bytes(before)} → "
@@ -621,38 +631,96 @@ def explain_collective(report: Report, which: object, *, search: bool = True) ->
                        fix_report=best.report, tried=tuple(tried))
 
 
-def _try_all(report: Report, row, meetings: list[Meeting]) -> list[Tried]:
+@dataclasses.dataclass
+class _Base:
+    """What the counterfactual plans are compared with: the report's own
+    collectives, or on a train step those of its plan's forward pass."""
+
+    collectives: pd.DataFrame
+    variable_bytes: int
+    screened: bool
+    note: str = ""
+    """Why no plan could be judged, when none could."""
+
+
+def _analyse(report: Report, plan: Plan, args: dict) -> Report:
+    """``plan`` analysed like ``report`` with ``args``, kept on the report
+    so that explaining its other collectives does not compile it again."""
     from .analysis import analyze
 
+    key = (plan, tuple(sorted((k, repr(v)) for k, v in args.items())))
+    cache = report._counterfactuals
+    if key not in cache:
+        cache[key] = analyze(report.scan, plan, **args)
+    return cache[key]
+
+
+def _try_all(report: Report, row, meetings: list[Meeting],
+             progress: Callable[[str], object] | None = None) -> tuple[_Base, list[Tried]]:
+    import time
+
+    say = progress or (lambda line: None)
     args = dict(report.arguments)
     args["mode"] = "abstract"
-    before_site = _at_site(report, row["kind"], row["layer"])
-    comm_before = _comm(report)
+    args["progress"] = None
+    screened = bool(args.get("train_step"))
+    candidates = _candidates(report, row, meetings)
+    started = time.perf_counter()
+
+    def tell(i: int, what: str) -> None:
+        say(f"why({row.name}): {what} ({i} of {len(candidates) + screened} plans, "
+            f"{time.perf_counter() - started:.0f} s)")
+
+    if screened:
+        # The collective is in the forward pass: compare forward passes.
+        args["train_step"] = False
+        args.pop("labels", None)
+        args.pop("optimizer", None)
+        tell(1, "compiling this plan's forward pass")
+        own = _analyse(report, report.plan, args)
+        base = _Base(own.collectives, report.variable_bytes_per_device, True)
+        if own.trace is None:  # compare whole train steps, then
+            args = dict(report.arguments, mode="abstract", progress=None)
+            base = _Base(report.collectives, report.variable_bytes_per_device, False)
+    else:
+        base = _Base(report.collectives, report.variable_bytes_per_device, False)
+    before_site = _at_site(base.collectives, row["kind"], row["layer"])
+    if base.screened and before_site == 0:
+        base.note = (f"The forward pass alone has no {row['kind']} at `{row['layer']}`: the "
+                     "train step needs it for what follows the model (its loss or metrics), "
+                     "so forward passes cannot judge a change to it, and a train step per "
+                     "change costs too much to search.")
+        return base, []
+    comm_before = _comm(base.collectives)
     out = []
-    for change, plan in _candidates(report, row, meetings):
-        quick = analyze(report.scan, plan)
+    for i, (change, plan) in enumerate(candidates, start=1 + screened):
+        tell(i, f"trying {change}")
+        quick = _analyse(report, plan, {})
         errors = quick.errors
         if errors:
             out.append(Tried(change, plan, f"Keras refuses it: {errors[0].message}"))
             continue
-        after = analyze(report.scan, plan, **args)
+        after = _analyse(report, plan, args)
         if after.trace is None:
             msg = after.trace_error.message if after.trace_error else "the pass did not run"
             out.append(Tried(change, plan, f"does not compile: {msg}"))
             continue
-        comm = _comm(after)
-        at_site = _at_site(after, row["kind"], row["layer"])
+        comm = _comm(after.collectives)
+        at_site = _at_site(after.collectives, row["kind"], row["layer"])
         # A fix removes or shrinks this collective and lowers the total
         # communication; swapping it for an equal one elsewhere is no fix.
         removes = at_site < before_site and (
             comm < comm_before
             or (comm == comm_before
-                and after.variable_bytes_per_device < report.variable_bytes_per_device))
-        outcome = (f"{_changes(report, after)}; communication {human_bytes(comm_before)} → "
-                   f"{human_bytes(comm)} per device")
-        if after.variable_bytes_per_device != report.variable_bytes_per_device:
-            outcome += (f"; variables {human_bytes(report.variable_bytes_per_device)} → "
+                and after.variable_bytes_per_device < base.variable_bytes))
+        outcome = (f"{_changes(base.collectives, after.collectives)}; "
+                   f"{'forward-pass ' if base.screened else ''}communication "
+                   f"{human_bytes(comm_before)} → {human_bytes(comm)} per device")
+        if after.variable_bytes_per_device != base.variable_bytes:
+            outcome += (f"; variables {human_bytes(base.variable_bytes)} → "
                         f"{human_bytes(after.variable_bytes_per_device)} per device")
         out.append(Tried(change, plan, outcome, comm, after.variable_bytes_per_device, removes,
                          after))
-    return out
+    if candidates:
+        say(f"why({row.name}): {len(out)} plans tried in {time.perf_counter() - started:.0f} s")
+    return base, out

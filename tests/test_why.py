@@ -200,3 +200,77 @@ def test_a_gradient_reduction_is_the_price_of_data_parallelism_and_has_no_model_
         assert not source or not source.startswith(__file__)
     with pytest.raises(ShardvizError, match="one collective, and this is a table"):
         report.why(rows.iloc[0:1])
+
+
+def test_on_a_train_step_plans_are_compared_on_forward_passes_compiled_once():
+    """A train step costs several forward passes to compile: why() judges
+    plans by their forward passes (where the collective is), says so, tells
+    progress, and compiles no plan twice for the report's other rows."""
+    import shardviz.analysis
+
+    plan = Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
+                                           ".*down/kernel": (None, "model")})
+    report = shardviz.analyze(examples.mlp, plan, inputs=X8, train_step=True)
+    forward = report.collectives.index[report.collectives["pass"] == "forward"].tolist()
+    assert len(forward) >= 1
+    lines: list[str] = []
+    why = report.why(forward[0], progress=lines.append)
+    assert why.tried and all(not t.report.trace.train_step for t in why.tried if t.report)
+    assert why.fix is not None and "train step was not recompiled" in why.fix_cost
+    assert lines[0].startswith(f"why({forward[0]}): compiling this plan's forward pass")
+    assert any("trying" in line for line in lines) and "plans tried" in lines[-1]
+
+    calls = []
+    real = shardviz.analysis.analyze
+    try:
+        shardviz.analysis.analyze = lambda *a, **k: calls.append(a) or real(*a, **k)
+        again = explain_collective(report, forward[0])
+    finally:
+        shardviz.analysis.analyze = real
+    assert calls == [] and again.fix == why.fix
+
+
+CTRL_C = """
+import os, signal, sys, threading, time
+import shardviz
+shardviz.simulate_devices(8)
+from shardviz import Plan, examples
+import shardviz.analysis
+
+plan = Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
+                                       ".*down/kernel": (None, "model")})
+report = shardviz.analyze(examples.transformer_block, examples.transformer_plan(),
+                          inputs=(8, 16, 64), train_step=True)
+real = shardviz.analysis.analyze
+def slow(*a, **k):
+    print("compiling", flush=True)
+    time.sleep(0.5)
+    return real(*a, **k)
+shardviz.analysis.analyze = slow
+threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+try:
+    report.why(0, progress=False)
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+shardviz.analysis.analyze = real
+why = report.why(0, progress=False)
+print("explained", why.kind, flush=True)
+other = shardviz.analyze(examples.mlp, plan, inputs=(8, 16))
+print("analysed", len(other.collectives), other.why(0, progress=False).fix is not None, flush=True)
+sys.stderr.write("stderr works\\n")
+"""
+
+
+def test_ctrl_c_during_why_leaves_the_process_usable(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "interrupted" in done.stdout.splitlines(), done.stdout
+    assert "explained" in done.stdout and "analysed 1 True" in done.stdout, done.stdout
+    assert "stderr works" in done.stderr
