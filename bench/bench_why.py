@@ -39,7 +39,7 @@ def main() -> None:
         print(f"{name}: analyse {analysed:.2f} s, {len(report.collectives)} collectives")
         for i, row in report.collectives.iterrows():
             t = time.perf_counter()
-            why = report.why(i)
+            why = report.why(i, progress=False)
             took = time.perf_counter() - t
             worst = max(worst, took)
             fix = f"fix: {why.fix_change}" if why.fix is not None else "no local fix"

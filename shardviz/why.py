@@ -668,8 +668,8 @@ def _try_all(report: Report, row, meetings: list[Meeting],
     started = time.perf_counter()
 
     def tell(i: int, what: str) -> None:
-        say(f"why({row.name}): {what} ({i} of {len(candidates) + screened} plans, "
-            f"{time.perf_counter() - started:.0f} s)")
+        say(f"why({row.name}): plan {i} of {len(candidates) + screened}, "
+            f"{time.perf_counter() - started:.0f} s: {what}")
 
     if screened:
         # The collective is in the forward pass: compare forward passes.
