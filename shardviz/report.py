@@ -926,8 +926,7 @@ class Report:
         if index not in self._explanations:
             say = _stderr_line if progress is True else progress or None
             try:
-                self._explanations[index] = explain_collective(
-                    self, index, progress=say)  # type: ignore[arg-type]
+                self._explanations[index] = explain_collective(self, index, progress=say)
             finally:
                 if say is _stderr_line:
                     _stderr_line(None)
