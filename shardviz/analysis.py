@@ -26,7 +26,7 @@ from .layouts import output_layouts, variable_layouts
 from .match import compiled
 from .model_scan import Scan
 from .model_scan import scan as scan_model
-from .plan import as_plan, check_processes
+from .plan import as_bytes, as_plan, check_processes
 from .report import Report
 from .trace import Trace
 from .trace import trace as run_trace
@@ -39,8 +39,8 @@ BLOCKING = {"conflict", "indivisible", "rank-mismatch", "unknown-axis", "duplica
 def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             labels: object = None, mode: str | None = None, train_step: bool = False,
             optimizer: object = None,
-            progress: Callable[[str], object] | None = None,
-            replicated_threshold: int = checks.DEFAULT_REPLICATED_THRESHOLD,
+            progress: Callable[[str], object] | bool | None = None,
+            replicated_threshold: int | str = checks.DEFAULT_REPLICATED_THRESHOLD,
             abstract_mesh: bool | None = None, target: str | Target | None = None, slices: int = 1,
             dcn_axes: tuple[str, ...] | None = None, processes: int | None = None) -> Report:
     """Analyse how ``plan`` lays out a model, and with ``inputs`` run it.
@@ -75,12 +75,15 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             model's own ``train_step`` (its compiled loss, metrics and
             optimizer), jitted as Keras jits it (state donated). Memory,
             collectives and the fit verdict are then that program's.
-        optimizer: the Keras optimizer for ``train_step`` (default: the
-            model's own, else Adam).
+        optimizer: the Keras optimizer for ``train_step``: an instance, or a
+            name ``keras.optimizers.get`` knows, such as ``"sgd"`` (default:
+            the model's own, else Adam).
         progress: called with the name of each stage of the forward pass
-            (``"tracing"``, ``"compiling"``, ...), for progress displays.
+            (``"tracing"``, ``"compiling"``, ...), for progress displays;
+            ``True`` prints each stage on stderr, ``None`` or ``False`` nothing.
         replicated_threshold: variables of at least this many bytes that
-            stay fully replicated are reported.
+            stay fully replicated are reported: a number, or a size such as
+            ``"1MB"``.
         abstract_mesh: force (True) or forbid (False) an abstract mesh; by
             default the mesh is concrete when enough devices exist.
         target: the hardware to plan for: ``"v5e:4x4"``, ``"v5p:2x2x4"``,
@@ -101,6 +104,10 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             topology, and ``processes`` may be left out.
     """
     start = time.perf_counter()
+    given_optimizer = optimizer
+    optimizer = _optimizer(optimizer)
+    stages = _progress(progress)
+    replicated_threshold = as_bytes(replicated_threshold, "replicated_threshold")
     plan = as_plan(plan)
     processes = check_processes(processes, plan.mesh_size)
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
@@ -143,7 +150,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             try:
                 traced = run_trace(scan, plan, mesh, var_layouts, inputs, mode=mode,
                                    train_step=train_step, optimizer=optimizer, labels=labels,
-                                   progress=progress)
+                                   progress=stages)
             except OutOfMemory as e:
                 trace_error = e
                 problems.append(checks.out_of_memory_problem(e, hardware, var_layouts, mesh))
@@ -165,10 +172,48 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
         output_layouts=out_layouts, problems=problems, rule_usage=usage,
         device_count=device_count, seconds=time.perf_counter() - start,
         trace=traced, trace_error=trace_error, target=hardware,
-        arguments=dict(inputs=inputs, labels=labels, mode=mode, train_step=train_step, optimizer=optimizer,
+        arguments=dict(inputs=inputs, labels=labels, mode=mode, train_step=train_step,
+                       optimizer=given_optimizer,
                        replicated_threshold=replicated_threshold, abstract_mesh=abstract_mesh,
                        target=target, slices=slices, dcn_axes=dcn_axes, processes=processes),
+        reanalyse=analyze,
     )
+
+
+def _optimizer(optimizer: object) -> object:
+    """``analyze``'s ``optimizer``: None, a Keras optimizer, or a name Keras
+    knows (``"sgd"``, ``"adam"``), as an optimizer."""
+    if optimizer is None:
+        return None
+    from ._adapters import keras as keras_adapter
+
+    optimizers = keras_adapter.keras().optimizers
+    if isinstance(optimizer, optimizers.Optimizer):
+        return optimizer
+    hint = "Pass a Keras optimizer such as keras.optimizers.SGD(0.01), or a name such as 'sgd'."
+    if not isinstance(optimizer, str):
+        raise ShardvizError(f"optimizer={optimizer!r:.60} is not a Keras optimizer.", hint=hint)
+    try:
+        return optimizers.get(optimizer)
+    except ValueError:
+        raise ShardvizError(f"optimizer={optimizer!r:.60} is not an optimizer Keras knows.",
+                            hint=hint) from None
+
+
+def _progress(progress: object) -> Callable[[str], object] | None:
+    """``analyze``'s ``progress``: a callable, True (print each stage on
+    stderr), or None or False (nothing)."""
+    if progress is None or progress is False:
+        return None
+    if progress is True:
+        import sys
+
+        return lambda stage: print(f"shardviz: {stage}…", file=sys.stderr)
+    if not callable(progress):
+        raise ShardvizError(f"progress={progress!r:.60} is not a callable.",
+                            hint="Pass a function that takes the stage's name, True to print "
+                            "each stage, or None.")
+    return progress
 
 
 def _drop_rules_that_place_slots(problems: list[Problem], traced: Trace) -> list[Problem]:

@@ -10,14 +10,14 @@ Exit codes of ``shardviz report``:
   pass failed), or a guard (``--fail-on``, ``--max-replicated-bytes``)
   failed; ``--fail-on never`` ignores the report's errors;
 * 2: a usage error (a missing builder, a malformed option, an unreadable plan
-  file, an output that cannot be written), always as one line with its hint.
+  file, an output that cannot be written), always as one line with its hint;
+* 141: stdout was closed before the output was written (a pipe into
+  ``head``), quietly.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import os
 import re
 import shutil
@@ -26,12 +26,11 @@ import textwrap
 import time
 
 from . import __version__
+from .builders import BuilderError, load_builder
 from .errors import KINDS, SEVERITIES, ShardvizError
 from .format import format_spec, human_bytes, human_seconds
-from .plan import AXIS_NAME, check_axis_name
-
-UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-         "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+from .inputs import MAX_DIM
+from .plan import AXIS_NAME, as_bytes, check_axis_name
 
 
 class UsageError(Exception):
@@ -65,8 +64,10 @@ SUGGEST_EXIT_CODES = """exit codes:
 VERIFY_EXIT_CODES = """exit codes:
   0  every shard on every host agrees with shardviz, and the gathered output
      matches a single-process run
-  1  a disagreement, or a worker that crashed or ran out of time (one line each)
-  2  a usage error, or a plan that Keras refuses (Keras's message)"""
+  1  a disagreement, a worker that crashed or failed, or a run past --timeout
+     (one line each)
+  2  a usage error, a plan that Keras refuses (Keras's message), or a builder
+     that builds different weights in each process"""
 SWEEP_EXIT_CODES = """exit codes:
   0  the rules work on at least one mesh shape
   1  they fail on every mesh shape
@@ -137,7 +138,10 @@ def parse_inputs(text: str, flag: str = "--inputs"):
     except TypeError:
         raise UsageError(f"{flag} {text!r}: {dtype!r} is not a dtype (e.g. float32, int32, "
                          "bfloat16)") from None
-    return jax.ShapeDtypeStruct(tuple(int(d) for d in shape_text.split("x")), dtype)
+    shape = tuple(int(d) for d in shape_text.split("x"))
+    if max(shape) > MAX_DIM:
+        raise UsageError(f"{flag} {text!r:.60}: a dimension holds at most {MAX_DIM:,}")
+    return jax.ShapeDtypeStruct(shape, dtype)
 
 
 def parse_bytes(text: str, flag: str = "--max-replicated-bytes") -> int:
@@ -146,10 +150,10 @@ def parse_bytes(text: str, flag: str = "--max-replicated-bytes") -> int:
     >>> parse_bytes("64MB"), parse_bytes("1GiB"), parse_bytes("512")
     (64000000, 1073741824, 512)
     """
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).lower() not in UNITS:
-        raise UsageError(f"{flag} {text!r} is not a size like 64MB or 2GiB")
-    return int(float(m.group(1)) * UNITS[m.group(2).lower()])
+    try:
+        return as_bytes(text, flag)
+    except ShardvizError:
+        raise UsageError(f"{flag} {text!r:.60} is not a size like 64MB or 2GiB") from None
 
 
 def parse_fail_on(text: str) -> set[str]:
@@ -166,38 +170,6 @@ def parse_fail_on(text: str) -> set[str]:
         raise UsageError(f"--fail-on: unknown kind {unknown[0]!r}; kinds: {', '.join(sorted(KINDS))}"
                          f"; or a severity: {', '.join(SEVERITIES)}; or never")
     return kinds
-
-
-def load_builder(target: str):
-    """``module.path:name`` or ``path/to/file.py:name`` to the object named."""
-    module_name, sep, attr = target.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"{target!r} is not MODULE_OR_FILE:BUILDER (e.g. mypkg.models:build or "
-                         "models.py:build)")
-    try:
-        if module_name.endswith(".py") or os.sep in module_name:
-            if not os.path.exists(module_name):
-                raise UsageError(f"no such file {module_name!r}")
-            spec = importlib.util.spec_from_file_location("_shardviz_builder", module_name)
-            # Ignores: spec (or its loader) is None for a file Python cannot import; the
-            # AttributeError that follows is reported as a UsageError below.
-            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-            sys.path.insert(0, os.path.dirname(os.path.abspath(module_name)))
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-        else:
-            sys.path.insert(0, os.getcwd())
-            module = importlib.import_module(module_name)
-    except UsageError:
-        raise
-    except ModuleNotFoundError as e:
-        raise UsageError(f"cannot import {module_name!r}: {e}") from None
-    except SystemExit as e:
-        raise UsageError(f"importing {module_name!r} called sys.exit({e.code!r})") from None
-    except Exception as e:
-        raise UsageError(f"importing {module_name!r} raised {type(e).__name__}: {e}") from None
-    if not hasattr(module, attr):
-        raise UsageError(f"{module_name!r} has no {attr!r}")
-    return getattr(module, attr)
 
 
 # ---------------------------------------------------------------- commands
@@ -276,37 +248,56 @@ def guard_failures(report, fail_on: set[str], max_replicated: int | None) -> lis
 
 def check_outputs(args) -> None:
     """Refuse output paths that cannot be written, before any work starts."""
-    for flag in ("html", "json"):
+    for flag in ("html", "json", "plan_out", "png"):
         path = getattr(args, flag, None)
-        if not path:
-            continue
-        if os.path.isdir(path):
-            raise UsageError(f"--{flag} {path!r} is a directory", hint="Give a file name.")
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise UsageError(f"--{flag} {path!r}: the folder {folder!r} does not exist",
-                             hint="Create it first, or write elsewhere.")
-        exists = os.path.exists(path)
+        if path:
+            _check_writable(path, "--" + flag.replace("_", "-"))
+
+
+def _check_writable(path: str, flag: str) -> None:
+    """Refuse an output path that is a directory, in a folder that does not
+    exist, or that cannot be opened for writing."""
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path!r} is a directory", hint="Give a file name.")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {path!r}: the folder {folder!r} does not exist",
+                         hint="Create it first, or write elsewhere.")
+    exists = os.path.exists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as e:
+        raise UsageError(f"{flag} {path!r} cannot be written: {e.strerror}") from None
+    if not exists:
         try:
-            with open(path, "a", encoding="utf-8"):
-                pass
-        except OSError as e:
-            raise UsageError(f"--{flag} {path!r} cannot be written: {e.strerror}") from None
-        if not exists:
             os.remove(path)
+        except OSError:
+            pass
+
+
+def _write_file(path: str, flag: str, write) -> None:
+    """Write an output file with ``write(file)``; a failure (a full disk, a
+    device that refuses data) is a one-line usage error."""
+    try:
+        with open(path, "wb") as f:
+            write(f)
+    except OSError as e:
+        raise UsageError(f"{flag} {path!r} could not be written: {e.strerror or e}",
+                         hint="Write it elsewhere.") from None
 
 
 def write_outputs(report, args, title):
     from .render.export import report_html_file, report_to_json
 
     if args.html:
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(report_html_file(report, title))
+        page = report_html_file(report, title).encode("utf-8")
+        _write_file(args.html, "--html", lambda f: f.write(page))
         if not args.quiet:
             print(f"shardviz: wrote {args.html}", file=sys.stderr)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(report_to_json(report))
+        data = report_to_json(report).encode("utf-8")
+        _write_file(args.json, "--json", lambda f: f.write(data))
         if not args.quiet:
             print(f"shardviz: wrote {args.json}", file=sys.stderr)
 
@@ -335,7 +326,8 @@ def print_explanations(report, args) -> None:
     try:
         for i in range(n):
             progress(f"explaining collective {i + 1} of {n} (compiling the changes it suggests)")
-            report.why(i)
+            report.why(i, progress=lambda line, i=i: progress(
+                f"collective {i + 1} of {n}: {line.split(': ', 1)[-1]}"))
     finally:
         progress.stop()
     if args.quiet:
@@ -432,8 +424,7 @@ def cmd_suggest(args) -> int:
         raise UsageError(f"--devices {args.devices}: give a positive device count")
     if args.top < 1:
         raise UsageError(f"--top {args.top}: give how many plans to show, at least 1")
-    if args.plan_out:
-        _check_writable(args.plan_out, "--plan-out")
+    check_outputs(args)
     # Compiling needs the devices; without a target the CPUs are simulated.
     args.simulate = args.devices if (args.inputs and not args.target) else None
     _start(args)
@@ -476,8 +467,8 @@ def cmd_suggest(args) -> int:
                 print(textwrap.fill(c.reasons.get(r.key, ""), width, initial_indent="    ",
                                     subsequent_indent="    "))
     if args.plan_out:
-        with open(args.plan_out, "w", encoding="utf-8") as f:
-            f.write(found[0].plan.to_json())
+        text = found[0].plan.to_json().encode("utf-8")
+        _write_file(args.plan_out, "--plan-out", lambda f: f.write(text))
         if not args.quiet:
             print(f"\nshardviz: wrote the best plan ({found[0].name}) to {args.plan_out}",
                   file=sys.stderr)
@@ -497,8 +488,7 @@ def cmd_sweep(args) -> int:
         args.mesh = None
         plan = build_plan(args)
         rules = [(r.key, r.axes) for r in plan.rules]
-    if args.png:
-        _check_writable(args.png, "--png")
+    check_outputs(args)
     args.simulate = args.devices if (args.inputs and not args.target) else None
     _start(args)
     builder = load_builder(args.builder)
@@ -528,13 +518,36 @@ def cmd_sweep(args) -> int:
     if args.png:
         from .render.pictures import show_sweep
 
-        show_sweep(frame).savefig(args.png, format="png")
+        figure = show_sweep(frame)
+        _write_file(args.png, "--png", lambda f: figure.savefig(f, format="png"))
     return 1 if frame["errors"].gt(0).all() else 0
 
 
 def cmd_verify(args) -> int:
     """``shardviz verify``: the plan on a local multi-process cluster."""
-    from .multihost import PlanRefused, verify
+    from .multihost import PlanRefused, TimedOut, check_timeout, verify
+
+    def named_inputs(texts: list[str]):
+        """``--inputs`` as one spec, a list, or a dict for ``NAME=SHAPE[:DTYPE]``."""
+        pairs: list[tuple[str | None, object]] = []
+        for text in texts:
+            name, eq, rest = text.partition("=")
+            if eq and re.fullmatch(r"[A-Za-z_][\w.-]*", name.strip()):
+                pairs.append((name.strip(), parse_inputs(rest.strip(), f"--inputs {name}=")))
+            else:
+                pairs.append((None, parse_inputs(text)))
+        named = [n for n, _ in pairs if n is not None]
+        if not named:
+            specs = [spec for _, spec in pairs]
+            return specs[0] if len(specs) == 1 else specs
+        if len(named) != len(pairs):
+            raise UsageError("--inputs: name every input (NAME=SHAPE[:DTYPE], for a model that "
+                             "takes a dict) or none", hint="e.g. --inputs token_ids=8x128:int32 "
+                             "--inputs padding_mask=8x128:int32")
+        twice = sorted({n for n in named if named.count(n) > 1})
+        if twice:
+            raise UsageError(f"--inputs: the input {twice[0]!r} is given twice")
+        return dict(pairs)
 
     if args.processes is None:
         raise UsageError("give --processes N, the number of local processes (hosts) to start")
@@ -542,16 +555,25 @@ def cmd_verify(args) -> int:
         raise UsageError(f"--processes {args.processes}: give at least 1 process")
     if not args.inputs:
         raise UsageError("give --inputs, the global batch, e.g. --inputs 8x64")
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout}: give a positive number of seconds")
+    try:
+        check_timeout(args.timeout, "--timeout ")
+    except ShardvizError as e:
+        raise UsageError.of(e) from None
     plan = build_plan(args)
-    inputs = _inputs(args)
-    load_builder(args.builder)  # a usage error now, not in every worker
+    inputs = named_inputs(args.inputs)
+    try:
+        load_builder(args.builder)  # a usage error now, not in every worker
+    except BuilderError as e:
+        raise UsageError.of(e) from None
     progress = Progress(args.quiet)
     try:
         progress(f"running the plan on {args.processes} local processes")
         result = verify(args.builder, plan, processes=args.processes, inputs=inputs,
                         timeout=args.timeout)
+    except TimedOut as e:
+        progress.stop()
+        print(f"FAIL {' '.join(e.message.split())} (hint: {' '.join(e.hint.split())})")
+        return 1
     except PlanRefused as e:
         raise UsageError.of(e) from None
     except ShardvizError as e:
@@ -571,12 +593,6 @@ def cmd_verify(args) -> int:
     for line in result.failures:
         print("FAIL " + line)
     return 1
-
-
-def _check_writable(path: str, flag: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-        raise UsageError(f"{flag} {path!r}: cannot write there")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -690,10 +706,13 @@ def make_parser() -> argparse.ArgumentParser:
     vplan.add_argument("--rule", action="append", metavar="KEY=AXES", help="repeatable")
     vplan.add_argument("--batch-axis", metavar="AXIS", help="default: the first mesh axis")
     check.add_argument("--processes", type=int, metavar="N", help="how many local processes")
-    check.add_argument("--inputs", action="append", metavar="SHAPE[:DTYPE]",
-                       help="the global batch, e.g. 8x64")
+    check.add_argument("--inputs", action="append", metavar="[NAME=]SHAPE[:DTYPE]",
+                       help="the global batch, e.g. 8x64; repeat for several inputs, with "
+                       "NAME= on each for a model that takes a dict, e.g. "
+                       "token_ids=8x128:int32")
     check.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
-                       help="stop the processes after this long (default 180)")
+                       help="stop after this long, the model built here and the processes' "
+                       "run included, with every process started (default 180)")
     check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict")
     return parser
 
@@ -710,6 +729,7 @@ def _outputs(parser, html_default=None):
 
 
 def main(argv=None) -> int:
+    _replace_unencodable()
     parser = make_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -717,17 +737,62 @@ def main(argv=None) -> int:
         return 2
     os.environ.setdefault("KERAS_BACKEND", "jax")
     try:
-        return {"report": cmd_report, "demo": cmd_demo, "suggest": cmd_suggest,
+        code = {"report": cmd_report, "demo": cmd_demo, "suggest": cmd_suggest,
                 "sweep": cmd_sweep, "verify": cmd_verify}[args.command](args)
+        sys.stdout.flush()
+        return code
     except UsageError as e:
         print(e.line(), file=sys.stderr)
         return 2
     except ShardvizError as e:
         print(UsageError.of(e).line(), file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except BrokenPipeError:
+        return _stdout_closed()
+    except KeyboardInterrupt as e:
+        if type(e) is not KeyboardInterrupt:  # a subclass raised by the user's code
+            return _stopped_by(e)
         print("shardviz: interrupted", file=sys.stderr)
         return 130
+    except SystemExit:
+        raise
+    except BaseException as e:
+        if isinstance(e, Exception):
+            raise  # a defect in shardviz: keep its traceback
+        return _stopped_by(e)
+
+
+def _replace_unencodable() -> None:
+    """Write characters the terminal's encoding lacks (an ASCII-only locale)
+    as replacements instead of failing."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            pass
+
+
+def _stdout_closed() -> int:
+    """Stop quietly when the reader of stdout has gone (``shardviz report ... |
+    head``): stdout is pointed at the null device, so that Python's own flush
+    at exit does not fail again. Exit code 141, as for a program that SIGPIPE
+    ends."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141
+
+
+def _stopped_by(error: BaseException) -> int:
+    """A BaseException that is not an Exception (a builder's own), as one
+    error line."""
+    detail = " ".join(str(error).split())
+    print(f"shardviz: error: the command was stopped by {type(error).__name__}"
+          + (f": {detail}" if detail else "") + " (hint: raise an Exception subclass to "
+          "report a failure)", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -117,6 +117,11 @@ def placeholder_inputs(model_specs, batch: int = 1, other: int = 8):
     return specs[0] if len(specs) == 1 else specs
 
 
+MAX_DIM = 2**31 - 1
+"""The largest size of an input dimension: JAX and XLA hold sizes in 32 bits
+where programs are built."""
+
+
 def normalize_inputs(inputs, model_specs=None, what: str = "Input"):
     """``(tree of ShapeDtypeStruct, concrete)`` for user inputs (or labels:
     ``what`` names them in errors).
@@ -128,10 +133,19 @@ def normalize_inputs(inputs, model_specs=None, what: str = "Input"):
 
     leaves = []
 
+    def checked(shape, position):
+        big = [int(d) for d in shape if int(d) > MAX_DIM]
+        if big:
+            raise ShardvizError(
+                f"{what} {position} has the shape {tuple(int(d) for d in shape)!r:.120}, with a "
+                f"size of {big[0]:,}; a dimension holds at most {MAX_DIM:,} (JAX's 32-bit "
+                "sizes).", hint="Give the shape of one global batch, e.g. (8, 128).")
+        return shape
+
     def convert(x, position):
         if _is_spec(x):
             leaves.append("spec")
-            return jax.ShapeDtypeStruct(x.shape, x.dtype)
+            return jax.ShapeDtypeStruct(checked(x.shape, position), x.dtype)
         if _is_array(x):
             leaves.append("array")
             return jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)
@@ -144,7 +158,8 @@ def normalize_inputs(inputs, model_specs=None, what: str = "Input"):
                 raise ShardvizError(
                     f"{what} {position} has the shape {tuple(int(d) for d in x)}, with a negative "
                     "size.", hint="Give every dim a size of at least 1, e.g. (8, 128).")
-            return jax.ShapeDtypeStruct(tuple(int(d) for d in x), dtype or "float32")
+            return jax.ShapeDtypeStruct(checked(tuple(int(d) for d in x), position),
+                                        dtype or "float32")
         raise ShardvizError(
             f"{what} {position} is {type(x).__name__} {x!r:.80}; expected an array, a "
             "jax.ShapeDtypeStruct or a shape such as (8, 128).",

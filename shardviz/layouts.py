@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
+import weakref
 from typing import TYPE_CHECKING
 
 from .geometry import GeometryError, MeshModel, TensorGeometry, geometry_of, replicated_geometry
@@ -75,7 +77,7 @@ def variable_layouts(scan: Scan, plan: Plan, mesh: MeshModel) -> list[VariableLa
     keys = plan.rule_keys
     matches = scan.variable_matcher.match(keys)
     axes_of = tuple(rule.axes for rule in plan.rules)
-    memo = scan.layout_memo
+    memo = _memo_of(scan)
     with memo.lock:
         last = memo.last
         if last is not None and last[0] is mesh and len(last[1]) == len(keys):
@@ -110,12 +112,24 @@ class LayoutMemo:
     """The last variable layouts of a scan, to lay out only what an edit changes."""
 
     def __init__(self):
-        import threading
-
         self.lock = threading.Lock()
         self.last = None
         self.last_outputs = None
         self.won_by: dict[int, list[int]] = {}
+
+
+_memos: weakref.WeakKeyDictionary[Scan, LayoutMemo] = weakref.WeakKeyDictionary()
+_memos_lock = threading.Lock()
+
+
+def _memo_of(scan: Scan) -> LayoutMemo:
+    """The memo of ``scan``'s last layouts, kept here (the scan itself never
+    changes) for as long as the scan lives."""
+    with _memos_lock:
+        memo = _memos.get(scan)
+        if memo is None:
+            memo = _memos[scan] = LayoutMemo()
+        return memo
 
 
 def _layout(info: VariableInfo, m: Match, plan: Plan, mesh: MeshModel) -> VariableLayout:
@@ -156,7 +170,7 @@ def output_layouts(scan: Scan, plan: Plan) -> list[OutputLayout]:
     matches and the winning rules' axes stay the same)."""
     matches = scan.output_matcher.match(plan.rule_keys)
     axes_of = tuple(rule.axes for rule in plan.rules)
-    memo = scan.layout_memo
+    memo = _memo_of(scan)
     with memo.lock:
         last = memo.last_outputs
         if last is not None and last[0] is matches and last[1] == axes_of:

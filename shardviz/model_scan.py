@@ -34,7 +34,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._adapters import keras as keras_adapter
 from .errors import ShardvizError
@@ -47,9 +47,6 @@ from .inputs import (
     placeholder_inputs,
 )
 from .match import PathIndex, RuleMatcher
-
-if TYPE_CHECKING:
-    from .layouts import LayoutMemo
 
 OUTPUT_SUFFIX = "/output"
 
@@ -176,14 +173,6 @@ class Scan:
             "shape": [i.shape for i in infos], "dtype": [i.dtype for i in infos],
             "params": [i.size for i in infos], "trainable": [i.trainable for i in infos],
         }
-
-    @functools.cached_property
-    def layout_memo(self) -> LayoutMemo:
-        """The last variable layouts computed for this scan (see
-        :func:`shardviz.layouts.variable_layouts`)."""
-        from .layouts import LayoutMemo
-
-        return LayoutMemo()
 
     @functools.cached_property
     def rank_memo(self) -> dict[str, list[int]]:

@@ -13,31 +13,49 @@ failure, on a time-out and on Ctrl-C.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import math
+import numbers
 import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .builders import builder_ref, load_builder
 from .errors import ShardvizError
 from .plan import as_plan, check_processes
 
 DEFAULT_TIMEOUT = 180.0
-"""Seconds the workers may take, start-up included, before they are stopped."""
+"""Seconds verification may take, the model built in this process and the
+workers' run included, before it is stopped."""
 SEED = 0
+SEED_HINT = ("Seed the builder so that every process builds the same weights: call "
+             "keras.utils.set_random_seed(0) at its start, and give any other random source "
+             "it uses (NumPy generators, initializer seeds) a fixed seed.")
 
 
 class PlanRefused(ShardvizError):
     """Keras (or shardviz, on Keras's behalf) refuses the plan: nothing ran."""
+
+
+class TimedOut(ShardvizError):
+    """Verification ran past its time limit in this process, before any
+    worker started (the builder or the analysis did not return)."""
+
+
+class DifferentWeights(ShardvizError):
+    """The builder gives different weights in each process."""
 
 
 @dataclasses.dataclass
@@ -86,28 +104,34 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _builder_ref(builder: object) -> str:
-    if isinstance(builder, str):
-        return builder
-    module = getattr(builder, "__module__", None)
-    name = getattr(builder, "__qualname__", "")
-    if not module or module == "__main__" or "<" in name:
-        raise ShardvizError(
-            f"verify() needs a builder the worker processes can import, and {name or builder!r}"
-            " cannot be imported from a module: it is defined in a notebook, a script or "
-            "inside a function.",
-            hint="Put the builder in a module and pass 'module:function' (or the function "
-            "imported from it).")
-    return f"{module}:{name}"
+def check_timeout(timeout: object, name: str = "timeout=") -> float:
+    """``timeout`` as seconds: a finite number above 0.
+
+    >>> check_timeout(30)
+    30.0
+    """
+    if (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+            or not math.isfinite(float(timeout)) or float(timeout) <= 0):
+        raise ShardvizError(f"{name}{timeout!r}: the time limit must be a finite number of "
+                            "seconds above 0.",
+                            hint=f"Give e.g. {name}{DEFAULT_TIMEOUT:g} (the default).")
+    return float(timeout)
 
 
-def _inputs(inputs: object) -> list[tuple[list[int], str]]:
+def _inputs(inputs: object):
+    """``(tree, names, leaves)`` for the global batch: the tree of
+    ShapeDtypeStructs as given, the names of a dict's inputs (None for one
+    input or a list) and ``[shape, dtype]`` per input, in the names' order."""
     from .inputs import normalize_inputs
 
-    specs, _ = normalize_inputs(inputs, None)
-    import jax
-
-    return [([int(d) for d in s.shape], str(s.dtype)) for s in jax.tree_util.tree_leaves(specs)]
+    tree, _ = normalize_inputs(inputs, None)
+    if isinstance(tree, dict):
+        names: list[str] | None = [str(k) for k in tree]
+        specs = list(tree.values())
+    else:
+        names = None
+        specs = tree if isinstance(tree, list) else [tree]
+    return tree, names, [([int(d) for d in s.shape], str(s.dtype)) for s in specs]
 
 
 def _predicted(report) -> tuple[dict, list]:
@@ -173,14 +197,13 @@ def _compare(report, results: list[dict], processes: int) -> tuple[list[str], in
     return lines, checked
 
 
-def _reference(builder_ref: str, inputs: list) -> list[np.ndarray]:
+def _reference(builder, names: list[str] | None, inputs: list) -> list[np.ndarray]:
     """The model's output in this process, with no distribution, from the
     same seed (so the same weights) and the same inputs as the workers."""
     from ._adapters.keras import set_random_seed
-    from .cli import load_builder
 
     set_random_seed(SEED)
-    model = load_builder(builder_ref)()
+    model = builder()
     rng = np.random.default_rng(SEED)
     xs = [np.zeros(shape, dtype) if np.issubdtype(np.dtype(dtype), np.integer)
           else rng.standard_normal(shape).astype(dtype) for shape, dtype in inputs]
@@ -188,28 +211,33 @@ def _reference(builder_ref: str, inputs: list) -> list[np.ndarray]:
 
     from .inputs import call_args
 
-    out = model(*call_args(model, xs[0] if len(xs) == 1 else xs))
+    batch = dict(zip(names, xs)) if names else xs[0] if len(xs) == 1 else xs
+    out = model(*call_args(model, batch))
     return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(out)]
 
 
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _stop(workers: Sequence[subprocess.Popen]) -> None:
-    """Stop every worker and its children; wait so that none is left."""
+    """Stop every worker and every process it started (each worker leads a
+    process group of its own, kept while any member lives, even after the
+    worker itself has ended); wait so that none is left."""
     for w in workers:
-        if w.poll() is None:
-            try:
-                os.killpg(w.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
+        _signal_group(w.pid, signal.SIGTERM)
     deadline = time.monotonic() + 5
     for w in workers:
         try:
             w.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(w.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            w.wait()
+            pass
+    for w in workers:
+        _signal_group(w.pid, signal.SIGKILL)
+        w.wait()
 
 
 def _last_lines(path: str, n: int = 8) -> str:
@@ -221,32 +249,92 @@ def _last_lines(path: str, n: int = 8) -> str:
     return "\n".join("    " + line for line in lines[-n:]) or "    (no output yet)"
 
 
+def _stage(directory: str, i: int) -> str:
+    """What worker ``i`` last said it was doing."""
+    try:
+        with open(os.path.join(directory, f"worker{i}.stage"), encoding="utf-8") as f:
+            return f.read().strip() or "starting up"
+    except OSError:
+        return "starting up"
+
+
+class _Alarm(BaseException):
+    """The time limit rang (a BaseException, so that no ``except Exception``
+    in a builder swallows it)."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`_Alarm` in this thread after ``seconds``.
+
+    Only in the main thread, where signals arrive, and only when no other
+    real-time interval timer runs; elsewhere nothing is limited.
+    """
+    if (not hasattr(signal, "setitimer")
+            or threading.current_thread() is not threading.main_thread()
+            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+        yield
+        return
+
+    def ring(signum, frame):
+        raise _Alarm()
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, min(seconds, 1e8))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _worker_env() -> dict[str, str]:
+    """This process's environment, with this copy of shardviz first on the path."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("XLA_FLAGS", None)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in env.get("PYTHONPATH", "").split(
+        os.pathsep) if p])
+    return env
+
+
 def verify(builder: object, plan: object, processes: int = 2, inputs: object = None,
            timeout: float = DEFAULT_TIMEOUT, workdir: str | None = None) -> Verification:
     """Run ``plan`` on ``processes`` local processes and compare what each
     host holds with shardviz's prediction.
 
     Args:
-        builder: ``"module:function"`` (or a function importable as such) that
-            builds the model; every worker imports it.
+        builder: ``"module:function"``, ``"path/to/file.py:function"`` (or a
+            function importable as such) that builds the model; every worker
+            loads it, in this process's working directory and ``sys.path``.
         plan: a Plan, or anything :func:`~shardviz.plan.as_plan` takes.
         processes: how many processes (hosts); they split the mesh's devices
             evenly, in JAX's order.
-        inputs: the global batch's shapes, e.g. ``(8, 64)``.
-        timeout: seconds before the workers are stopped and verification
-            fails.
+        inputs: the global batch's shapes, e.g. ``(8, 64)``; a list for
+            several inputs, or a dict of name to ``jax.ShapeDtypeStruct`` (or
+            shape) for a model that takes a dict.
+        timeout: seconds, a finite number above 0, for the whole verification:
+            the model built in this process and the workers' run. The workers
+            are then stopped, with every process they started.
 
     Raises:
         ShardvizError: for a usage error (a process count that does not
-            divide the mesh, no inputs, a builder the workers cannot import).
+            divide the mesh, no inputs, a builder the workers cannot import,
+            a time limit that is not a positive number).
         PlanRefused: when Keras refuses the plan; the message is Keras's.
+        DifferentWeights: when the builder builds different weights in each
+            process (it is not seeded).
+        TimedOut: when the builder or the analysis in this process does not
+            return in time (in the main thread only).
     """
     import jax
 
     from ._adapters.jax import backend_started
     from .analysis import analyze
 
+    timeout = check_timeout(timeout)
     start = time.perf_counter()
+    deadline = time.monotonic() + timeout
     plan = as_plan(plan)
     n = check_processes(processes, plan.mesh_size)
     if n is None:
@@ -254,9 +342,7 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
     if inputs is None:
         raise ShardvizError("verify() needs inputs, the global batch: e.g. inputs=(8, 64).",
                             hint="The workers run a forward pass on it.")
-    ref = _builder_ref(builder)
-    from .cli import load_builder
-
+    ref = builder_ref(builder)
     builder_fn = load_builder(ref)
     if not backend_started():
         from .devices import simulate_devices
@@ -268,9 +354,25 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
             f"layouts needs {plan.mesh_size}.",
             hint=f"Call shardviz.simulate_devices({plan.mesh_size}) first thing, or use the "
             "shardviz verify command.")
-    specs = _inputs(inputs)
-    shapes = [tuple(s) for s, _ in specs]
-    report = analyze(builder_fn, plan, shapes[0] if len(shapes) == 1 else shapes, processes=n)
+    tree, names, specs = _inputs(inputs)
+    stage = ["building the model"]
+    expected_output: list[np.ndarray] = []
+
+    def progress(what: str) -> None:
+        stage[0] = what
+
+    try:
+        with _time_limit(timeout):
+            report = analyze(builder_fn, plan, tree, processes=n, progress=progress)
+            if not report.errors:
+                stage[0] = "building the model for the single-process run"
+                expected_output = _reference(builder_fn, names, specs)
+    except _Alarm:
+        raise TimedOut(
+            f"verify timed out after {timeout:g} s in this process while {stage[0]}; no worker "
+            "had started.",
+            hint="Make the builder return (it may wait on something that never comes), or "
+            "give more time with --timeout / timeout=.") from None
     if report.errors:
         first = report.errors[0]
         if first.kind == "trace-failed":  # the inputs or the model, not the plan
@@ -280,20 +382,21 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
         code = plan.to_python(processes=n)
     except ShardvizError as e:
         raise PlanRefused(e.message, hint=e.hint) from None
-    expected_output = _reference(ref, specs)
 
     own_dir = workdir is None
-    directory = workdir or tempfile.mkdtemp(prefix="shardviz-verify-")
+    directory = os.path.abspath(workdir or tempfile.mkdtemp(prefix="shardviz-verify-"))
     spec = {"builder": ref, "code": code, "processes": n, "port": free_port(),
-            "devices_per_process": plan.mesh_size // n, "inputs": specs, "seed": SEED,
-            "dir": directory, "sys_path": [p for p in sys.path if p]}
+            "devices_per_process": plan.mesh_size // n, "inputs": specs, "input_names": names,
+            "seed": SEED, "dir": directory, "parent": os.getpid(),
+            "sys_path": [os.path.abspath(p) if p else os.getcwd() for p in sys.path]}
     spec_path = os.path.join(directory, "spec.json")
     with open(spec_path, "w", encoding="utf-8") as f:
         json.dump(spec, f)
-    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env.pop("XLA_FLAGS", None)
+    env = _worker_env()
     workers: list[subprocess.Popen] = []
     logs = []
+    failures: list[str] = []
+    stopped: set[int] = set()
     try:
         for i in range(n):
             log = os.path.join(directory, f"worker{i}.log")
@@ -301,24 +404,20 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
             with open(log, "wb") as out:
                 workers.append(subprocess.Popen(
                     [sys.executable, "-m", "shardviz.multihost_worker", spec_path, str(i)],
-                    stdout=out, stderr=subprocess.STDOUT, env=env, cwd=directory,
-                    start_new_session=True))
-        deadline = time.monotonic() + timeout
-        failures: list[str] = []
-
-        def crashed(i: int) -> bool:
-            return workers[i].poll() not in (None, 0) and not os.path.exists(
-                os.path.join(directory, f"worker{i}.json"))
-
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                    cwd=os.getcwd(), start_new_session=True))
         while any(w.poll() is None for w in workers):
-            if any(crashed(i) for i in range(n)):
-                break
+            if any(w.poll() not in (None, 0) for w in workers):
+                stopped = {i for i, w in enumerate(workers) if w.poll() is None}
+                break  # one failed: the others would wait for it
             if time.monotonic() > deadline:
                 hung = [i for i, w in enumerate(workers) if w.poll() is None]
-                failures.append(
-                    f"worker{'s' if len(hung) > 1 else ''} {', '.join(map(str, hung))} did not "
-                    f"finish within {timeout:.0f} s and {'were' if len(hung) > 1 else 'was'} "
-                    "stopped; last lines:\n" + "\n".join(_last_lines(logs[i], 4) for i in hung))
+                doing = "; ".join(f"worker {i} was {_stage(directory, i)}" for i in hung)
+                said = [f"  worker {i}:\n{_last_lines(logs[i], 4)}" for i in hung
+                        if "(no output yet)" not in _last_lines(logs[i], 4)]
+                failures.append(f"timed out after {timeout:g} s: {doing}; the workers were "
+                                "stopped" + ("; their last lines:\n" + "\n".join(said)
+                                             if said else "."))
                 break
             time.sleep(0.2)
     finally:
@@ -327,21 +426,24 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
     if not failures:
         for i in range(n):
             path = os.path.join(directory, f"worker{i}.json")
-            if not os.path.exists(path):
-                failures.append(f"worker {i} crashed (exit {workers[i].returncode}) before "
-                                f"reporting; its last lines:\n{_last_lines(logs[i])}")
-                continue
-            with open(path, encoding="utf-8") as f:
-                results.append(json.load(f))
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    results.append(json.load(f))
+            elif i not in stopped:
+                failures.append(f"worker {i} crashed (exit {workers[i].returncode}) while "
+                                f"{_stage(directory, i)}, before reporting; its last lines:\n"
+                                f"{_last_lines(logs[i])}")
+        for r in results:
+            if r.get("different_values"):
+                raise DifferentWeights(
+                    f"The builder gives different weights in each process: worker "
+                    f"{r['process']}, while {r.get('stage')}, found a value that differs "
+                    f"between processes ({r.get('error', '')[:200]}).",
+                    hint=SEED_HINT + f" The worker's log is {logs[r['process']]}.")
         for r in results:
             if not r.get("ok"):
-                message = r.get("error", "")
-                if r.get("stage") in ("the exported plan code", "the builder"):
-                    raise PlanRefused(f"Keras refused the plan on host {r['process']} while "
-                                      f"running {r['stage']}: {message}",
-                                      hint="Fix the plan; the worker's traceback is in "
-                                      f"{logs[r['process']]}.")
-                failures.append(f"host {r['process']} failed in {r.get('stage')}: {message}")
+                failures.append(f"worker {r['process']} failed while {r.get('stage')}: "
+                                f"{r.get('error', '')}")
     checked, max_diff = 0, None
     lines: list[str] = []
     if not failures:

@@ -7,14 +7,23 @@ multi-host code exactly as ``Plan.to_python(processes=N)`` wrote it, builds
 the model, runs a jitted forward pass on its share of the batch, and writes
 what its devices hold (every variable's and output's addressable shards, by
 mesh position) as JSON. Process 0 also writes the gathered global output.
+It notes each stage it enters in ``workerID.stage``, so that a time-out can
+say what it was doing, and it ends, with every process it started, when its
+parent is gone.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
+
+DIFFERENT_VALUES = "is not the same on each process"
+"""JAX's words when a value put on the global mesh differs between processes."""
 
 
 def _ranges(index, shape) -> list[list[int]]:
@@ -25,9 +34,43 @@ def _ranges(index, shape) -> list[list[int]]:
     return out
 
 
+def _end() -> None:
+    """End this worker and every process it started (its process group,
+    which it leads: the parent starts it in a session of its own)."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def die_with_parent(parent: int) -> None:
+    """End this worker, and what it started, when ``parent`` is gone.
+
+    Two guards: the kernel sends SIGTERM when the parent dies (Linux; it
+    fires when the parent's thread that started us exits), and a thread
+    checks every 0.2 s that the parent is still ours.
+    """
+    signal.signal(signal.SIGTERM, lambda *_: _end())
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            pr_set_pdeathsig = 1
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        _end()
+
+    threading.Thread(target=watch, name="shardviz-parent-watch", daemon=True).start()
+
+
 def main(spec_path: str, process_id: int) -> int:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
+    die_with_parent(int(spec["parent"]))
     os.environ["KERAS_BACKEND"] = "jax"
     os.environ["KERAS_DISTRIBUTION_JOB_ADDRESSES"] = f"127.0.0.1:{spec['port']}"
     os.environ["KERAS_DISTRIBUTION_NUM_PROCESSES"] = str(spec["processes"])
@@ -36,8 +79,18 @@ def main(spec_path: str, process_id: int) -> int:
         if entry not in sys.path:
             sys.path.insert(0, entry)
     out_path = os.path.join(spec["dir"], f"worker{process_id}.json")
+    stage_path = os.path.join(spec["dir"], f"worker{process_id}.stage")
     result: dict = {"process": process_id}
+    stage = "starting up"
+
+    def enter(what: str) -> None:
+        nonlocal stage
+        stage = what
+        with open(stage_path, "w", encoding="utf-8") as f:
+            f.write(what)
+
     try:
+        enter("starting up")
         import jax
 
         jax.config.update("jax_platforms", "cpu")
@@ -50,16 +103,17 @@ def main(spec_path: str, process_id: int) -> int:
 
         set_random_seed(int(spec["seed"]))
         namespace: dict = {}
-        stage = "the exported plan code"
+        enter("running the exported plan code")
         exec(compile(spec["code"], "<shardviz exported plan>", "exec"), namespace)  # noqa: S102
         distribution = namespace["distribution"]
-        stage = "the builder"
-        from shardviz.cli import load_builder
+        enter("importing the builder")
+        from shardviz.builders import load_builder
 
         builder = load_builder(spec["builder"])
+        enter("building the model")
         with distribution.scope():
             model = builder()
-        stage = "the forward pass"
+        enter("running the forward pass")
         rng = np.random.default_rng(int(spec["seed"]))
         inputs = []
         for shape, dtype in spec["inputs"]:
@@ -75,7 +129,9 @@ def main(spec_path: str, process_id: int) -> int:
 
         from shardviz.inputs import call_args
 
-        batch = placed[0] if len(placed) == 1 else placed
+        names = spec.get("input_names")
+        batch = (dict(zip(names, placed)) if names else
+                 placed[0] if len(placed) == 1 else placed)
 
         def forward(tv, ntv, x):
             return model.stateless_call(tv, ntv, *call_args(model, x))[0]
@@ -90,16 +146,21 @@ def main(spec_path: str, process_id: int) -> int:
             [[positions[s.device.id], _ranges(s.index, leaf.shape)]
              for s in leaf.addressable_shards] for leaf in leaves]
         result["local_devices"] = sorted(positions[d.id] for d in jax.local_devices())
-        stage = "gathering the output"
+        enter("gathering the output")
         gathered = [np.asarray(g) for g in jax.tree_util.tree_leaves(namespace["gather"](outputs))]
         if process_id == 0:
             np.savez(os.path.join(spec["dir"], "output.npz"), *gathered)
         result["ok"] = True
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as data
         result["ok"] = False
-        result["stage"] = locals().get("stage", "start-up")
-        result["error"] = f"{type(e).__name__}: {e}"
+        result["stage"] = stage
+        message = str(e)
+        if isinstance(e, AssertionError) and DIFFERENT_VALUES in message:
+            result["different_values"] = True
+            message = message.split(". Expected:")[0]
+        result["error"] = f"{type(e).__name__}: {message[:2000]}"
         result["traceback"] = traceback.format_exc()[-4000:]
+        print(result["traceback"], flush=True)
     with open(out_path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(result, f)
     os.replace(out_path + ".tmp", out_path)

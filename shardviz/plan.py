@@ -125,6 +125,24 @@ def _normalize_axes(axes: object, key: str) -> Axes:
 MAX_AXIS_SIZE = 2**31 - 1
 """JAX's meshes hold axis sizes as 32-bit integers."""
 
+MAX_MESH_SIZE = 2**16
+"""The most devices a mesh may hold (the product of its axis sizes), and the
+most devices :func:`~shardviz.planner.suggest` and
+:func:`~shardviz.planner.sweep` plan for: 65,536, ten times the largest TPU
+slice shardviz knows (6,144 v5p chips), so that several slices fit. Meshes
+above :data:`~shardviz.devices.MAX_SIMULATED_DEVICES` are planned on an
+abstract mesh. A mesh's devices, its device table and its pictures grow with
+this count."""
+
+MAX_AXES = 16
+"""The most axes a mesh may have. A mesh's devices are a NumPy array with one
+dimension per axis, and NumPy holds at most 32; real meshes use a handful."""
+
+SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+              "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+"""The units of a size such as ``"12GB"``: KB, MB, GB and TB are powers of
+1000; KiB, MiB, GiB and TiB powers of 1024 (case does not matter)."""
+
 AXIS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 """What a mesh axis name may be: ASCII letters, digits, '_', '-' and '.',
 not starting with a digit, '-' or '.'. XLA aborts the process on a name with
@@ -143,6 +161,48 @@ def as_int(value: object, what: str) -> int:
 
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ShardvizError(f"{what} must be an integer, got {type(value).__name__} {value!r:.40}.")
+    return int(value)
+
+
+def as_bytes(value: object, what: str) -> int:
+    """A byte count from a number, or from a size such as ``"12GB"`` or
+    ``"1.5 GiB"`` (:data:`SIZE_UNITS`). Bools, negatives and other things are
+    refused with a :class:`ShardvizError` that names ``what``.
+
+    >>> as_bytes("12GB", "budget_bytes"), as_bytes("1GiB", "budget_bytes"), as_bytes(512, "x")
+    (12000000000, 1073741824, 512)
+    """
+    import numbers
+
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d{1,30}(?:\.\d{1,30})?)\s*([A-Za-z]{0,3})\s*", value)
+        if m and m.group(2).lower() in SIZE_UNITS:
+            return int(float(m.group(1)) * SIZE_UNITS[m.group(2).lower()])
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool) \
+            and math.isfinite(float(value)) and float(value) >= 0:
+        return int(float(value)) if not isinstance(value, numbers.Integral) else int(value)
+    raise ShardvizError(
+        f"{what}={value!r:.40} is not a size in bytes.",
+        hint=f"Give a number of bytes, or a size such as '64MB' or '12GiB' ({what}='12GB').")
+
+
+def check_device_count(value: object, what: str) -> int:
+    """``value`` as a device count from 1 to :data:`MAX_MESH_SIZE`: a Python
+    or NumPy integer, not a bool.
+
+    >>> import numpy as np
+    >>> check_device_count(np.int64(8), "devices")
+    8
+    """
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise ShardvizError(f"{what}={value!r:.40}: give a positive device count, an "
+                            "integer.", hint=f"For example {what}=8.")
+    if int(value) > MAX_MESH_SIZE:
+        raise ShardvizError(
+            f"{what}={int(value)}: shardviz plans for at most {MAX_MESH_SIZE:,} devices.",
+            hint=f"Give at most {MAX_MESH_SIZE:,}, e.g. {what}=256.")
     return int(value)
 
 
@@ -189,6 +249,11 @@ def _normalize_mesh(mesh: Any) -> tuple[tuple[str, int], ...]:
         raise ShardvizError(
             "The mesh has no axes.", hint="Give at least one axis, e.g. {'batch': 8}."
         )
+    if len(items) > MAX_AXES:
+        raise ShardvizError(
+            f"The mesh has {len(items):,} axes; shardviz takes at most {MAX_AXES} (a mesh's "
+            "devices are an array with one dimension per axis).",
+            hint="Merge axes, or drop axes of size 1.")
     seen = set()
     out = []
     for item in items:
@@ -213,6 +278,13 @@ def _normalize_mesh(mesh: Any) -> tuple[tuple[str, int], ...]:
             )
         seen.add(name)
         out.append((name, size))
+    total = math.prod(size for _, size in out)
+    if total > MAX_MESH_SIZE:
+        raise ShardvizError(
+            f"The mesh {dict(out)!r:.120} holds {total:,} devices; shardviz plans for at most "
+            f"{MAX_MESH_SIZE:,}.",
+            hint=f"Give axis sizes whose product is at most {MAX_MESH_SIZE:,}, e.g. "
+            "{'batch': 32, 'model': 8}.")
     return tuple(out)
 
 
@@ -675,6 +747,10 @@ class Plan:
         mesh = data.get("mesh")
         if not isinstance(mesh, Mapping):
             raise ShardvizError("The plan's 'mesh' must be an object of axis name to size.")
+        if len(mesh) > MAX_AXES:
+            raise ShardvizError(
+                f"The plan's mesh has {len(mesh):,} axes; shardviz takes at most {MAX_AXES}.",
+                hint="Is this a shardviz plan? Merge axes, or drop axes of size 1.")
         for name, size in mesh.items():
             if type(size) is not int:
                 raise ShardvizError(
@@ -729,11 +805,12 @@ class Plan:
         text = text.removeprefix("\ufeff")
 
         def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-            keys = [k for k, _ in pairs]
-            dupes = sorted({k for k in keys if keys.count(k) > 1})
-            if dupes:
-                raise ShardvizError(f"The plan repeats the key {dupes[0]!r} in one object.",
-                                    hint="Keep one entry per key.")
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise ShardvizError(f"The plan repeats the key {key!r:.60} in one object.",
+                                        hint="Keep one entry per key.")
+                seen.add(key)
             return dict(pairs)
 
         def no_constant(name: str) -> NoReturn:

@@ -32,7 +32,7 @@ import pandas as pd
 
 from .errors import ShardvizError
 from .format import format_spec, human_bytes, human_seconds
-from .plan import Plan
+from .plan import MAX_AXES, MAX_MESH_SIZE, Plan, as_bytes, check_axis_name, check_device_count
 
 if TYPE_CHECKING:
     from .model_scan import Scan
@@ -350,7 +350,25 @@ def factorisations(n: int) -> list[tuple[int, int]]:
     >>> factorisations(8)
     [(8, 1), (4, 2), (2, 4), (1, 8)]
     """
-    return [(n // m, m) for m in range(1, n + 1) if n % m == 0]
+    return [(n // m, m) for m in divisors(n)]
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n``, ascending, by trial division up to its square
+    root.
+
+    >>> divisors(12), divisors(1), divisors(2039)
+    ([1, 2, 3, 4, 6, 12], [1], [1, 2039])
+    """
+    low, high = [], []
+    k = 1
+    while k * k <= n:
+        if n % k == 0:
+            low.append(k)
+            if k * k != n:
+                high.append(n // k)
+        k += 1
+    return low + high[::-1]
 
 
 def _strategies(scan: Scan, n: int, sequence: bool = True
@@ -476,8 +494,9 @@ def _estimated_comm(report: Report, scan: Scan, train_step: bool) -> int:
 
 
 def suggest(model_or_builder: object, devices: int | None = None, target: str | None = None,
-            inputs: object = None, budget_bytes: int | None = None, train_step: bool = False,
-            top: int = 5, compile_top: int | None = None, labels: object = None) -> Suggestions:
+            inputs: object = None, budget_bytes: int | str | None = None,
+            train_step: bool = False, top: int = 5, compile_top: int | None = None,
+            labels: object = None) -> Suggestions:
     """Plans to try for a model, best first.
 
     Candidates are data parallel, fully sharded, Megatron tensor parallel
@@ -499,11 +518,19 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
         target: the hardware to plan for, as in :func:`~shardviz.analyze`.
         inputs: model inputs; without them nothing is compiled.
         budget_bytes: keep only candidates needing at most this many bytes
-            per device (XLA's total when compiled, else the variables').
+            per device (XLA's total when compiled, else the variables'): a
+            number, or a size such as ``"12GB"`` or ``"12GiB"``.
         train_step: plan for the train step ``model.fit`` runs rather than
             a forward pass.
         top: how many candidates to return.
+        compile_top: how many of the best-ranked to compile (at least 1;
+            default ``top + 2``).
         labels: with ``train_step``, the labels (y) as ``fit`` takes them.
+
+    Raises:
+        ShardvizError: for a device count outside 1 to
+            :data:`~shardviz.plan.MAX_MESH_SIZE`, or another bad argument,
+            before any work.
     """
     import jax
 
@@ -512,15 +539,23 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
     from .model_scan import Scan
     from .model_scan import scan as scan_model
 
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise ShardvizError(f"suggest(top={top!r}): give how many candidates to return, "
+    if not _is_count(top):
+        raise ShardvizError(f"suggest(top={top!r:.40}): give how many candidates to return, "
                             "at least 1.", hint="For example top=5.")
+    if compile_top is not None and not _is_count(compile_top):
+        raise ShardvizError(f"suggest(compile_top={compile_top!r:.40}): give how many of the "
+                            "best candidates to compile, at least 1.",
+                            hint="For example compile_top=3, or leave it out for top + 2.")
+    budget = None if budget_bytes is None else as_bytes(budget_bytes, "budget_bytes")
     hardware = parse_target(target)
-    n = devices if devices is not None else (
-        hardware.chips if not hardware.is_cpu else jax.device_count())
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ShardvizError(f"suggest(devices={devices!r}): give a positive device count.",
-                            hint="For example devices=8.")
+    if devices is not None:
+        n = check_device_count(devices, "devices")
+    else:
+        n = hardware.chips if not hardware.is_cpu else jax.device_count()
+        if n > MAX_MESH_SIZE:
+            raise ShardvizError(
+                f"suggest(target={target!r}): the target has {n:,} chips; shardviz plans for "
+                f"at most {MAX_MESH_SIZE:,} devices.", hint="Give a smaller target.")
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
         model_or_builder, inputs=inputs)
     found = []
@@ -538,12 +573,12 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
                            f"chip's {human_bytes(capacity)}; activations must fit in the rest")
         found.append(c)
     everything = list(found)
-    if budget_bytes is not None:
-        found = [c for c in found if c.bytes_per_device <= budget_bytes]
+    if budget is not None:
+        found = [c for c in found if c.bytes_per_device <= budget]
     found.sort(key=lambda c: (c.tight, c.comm_bytes, c.bytes_per_device, len(c.plan.rules)))
     if inputs is not None:
         confirmed = []
-        for c in found[: (compile_top or top + 2)]:
+        for c in found[: (int(compile_top) if compile_top is not None else top + 2)]:
             full = analyze(scan, c.plan, inputs=inputs, train_step=train_step, target=target,
                            labels=labels)
             if full.errors or full.trace is None:
@@ -561,7 +596,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             if len(est):
                 parts = est[est["part"].isin(["compute", "memory", "collectives"])]
                 c.seconds = float(parts["seconds"].max()) + 0.0 if len(parts) else None
-            if budget_bytes is not None and c.bytes_per_device > budget_bytes:
+            if budget is not None and c.bytes_per_device > budget:
                 continue
             confirmed.append(c)
         found = _undominated(confirmed)
@@ -573,6 +608,13 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
         smallest = min(everything, key=lambda c: c.bytes_per_device)
         out.smallest = (smallest.bytes_per_device, _mesh_text(smallest.plan), smallest.name)
     return out
+
+
+def _is_count(value: object) -> bool:
+    """Whether ``value`` is a Python or NumPy integer of at least 1 (not a bool)."""
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1
 
 
 def _undominated(candidates: list[Candidate]) -> list[Candidate]:
@@ -623,14 +665,38 @@ SWEEP_COLUMNS = ["mesh", "errors", "first_error", "bytes_per_device", "fits",
                  "collective_bytes", "seconds", "compiled"]
 
 
+MAX_SWEEP_MESHES = 1000
+"""The most mesh shapes one :func:`sweep` analyses: each is a full analysis
+(and with inputs a compile)."""
+
+
+def mesh_count(n: int, axes: int) -> int:
+    """How many assignments of sizes to ``axes`` axes have the product ``n``,
+    counted from the prime factors of ``n`` without listing them.
+
+    >>> mesh_count(8, 2), mesh_count(12, 3)
+    (4, 18)
+    """
+    count, k, rest = 1, 2, n
+    while k * k <= rest:
+        e = 0
+        while rest % k == 0:
+            rest //= k
+            e += 1
+        count *= math.comb(e + axes - 1, axes - 1)
+        k += 1
+    if rest > 1:
+        count *= axes
+    return count
+
+
 def _meshes(axes: Sequence[str], n: int) -> list[dict[str, int]]:
     """Every assignment of sizes to ``axes`` whose product is ``n``."""
     if len(axes) == 1:
         return [{axes[0]: n}]
     out = []
-    for k in range(1, n + 1):
-        if n % k == 0:
-            out += [{axes[0]: k, **rest} for rest in _meshes(axes[1:], n // k)]
+    for k in divisors(n):
+        out += [{axes[0]: k, **rest} for rest in _meshes(axes[1:], n // k)]
     return out
 
 
@@ -658,34 +724,30 @@ def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
     from .analysis import analyze
     from .model_scan import Scan
     from .model_scan import scan as scan_model
-    from .plan import Plan as PlanType
 
-    if isinstance(rules, PlanType):
-        base_rules: Any = [(r.key, r.axes) for r in rules.rules]
-        batch_axis = batch_axis or rules.batch_axis
-    elif isinstance(rules, dict):
-        base_rules = list(rules.items())
-    else:
-        base_rules = list(rules)
+    base_rules, batch_axis = _sweep_rules(rules, batch_axis)
+    if devices is not None:
+        devices = check_device_count(devices, "devices")
     if meshes is None:
         if devices is None:
             raise ShardvizError("sweep() needs devices=N or meshes=[...].",
                                 hint="For example sweep(model, rules, devices=8).")
         if axes is None:
-            named = []
-            for _, spec in base_rules:
-                for e in (spec if isinstance(spec, (tuple, list)) else (spec,)):
-                    for a in (e if isinstance(e, (tuple, list)) else (e,)):
-                        if a and a not in named:
-                            named.append(a)
-            axes = ["batch"] + [a for a in named if a != "batch"]
-        meshes = _meshes(list(axes), int(devices))
+            named = [a for r in base_rules for a in r.axes if a is not None]
+            axes = ["batch"] + [a for a in dict.fromkeys(named) if a != "batch"]
+        axes = _sweep_axes(axes)
+        count = mesh_count(devices, len(axes))
+        if count > MAX_SWEEP_MESHES:
+            raise ShardvizError(
+                f"sweep(devices={devices}, axes={list(axes)}): that is {count:,} mesh shapes; "
+                f"a sweep analyses at most {MAX_SWEEP_MESHES:,}.",
+                hint="Sweep fewer axes, or give the shapes to try as meshes=[...].")
+        meshes = _meshes(list(axes), devices)
+    plans = _sweep_plans(meshes, base_rules, batch_axis)
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
         model_or_builder, inputs=inputs)
     rows = []
-    for mesh in meshes:
-        plan = mesh if isinstance(mesh, PlanType) else PlanType(
-            dict(mesh), [tuple(r) for r in base_rules], batch_axis=batch_axis)
+    for plan in plans:
         report = analyze(scan, plan, inputs=inputs, train_step=train_step, target=target,
                          labels=labels)
         errors = report.errors
@@ -710,3 +772,73 @@ def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
             "seconds": seconds, "compiled": compiled,
         })
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+
+
+def _sweep_rules(rules: object, batch_axis: str | None) -> tuple[tuple[Any, ...], str | None]:
+    """The rules of :func:`sweep` as Rules, and the batch axis (a Plan's own
+    by default), or a :class:`ShardvizError` that names ``rules``."""
+    from .plan import _normalize_rules
+
+    if isinstance(rules, Plan):
+        return rules.rules, batch_axis or rules.batch_axis
+    if rules is None:
+        raise ShardvizError("sweep(rules=None): give the rules to sweep.",
+                            hint="For example {'.*kernel': (None, 'model')}, a Plan, or () "
+                            "for none.")
+    try:
+        return _normalize_rules(rules), batch_axis
+    except ShardvizError as e:
+        raise ShardvizError(f"sweep(rules=...): {e.message}", hint=e.hint, rule=e.rule) from None
+
+
+def _sweep_axes(axes: object) -> tuple[str, ...]:
+    """``axes`` of :func:`sweep` as distinct axis names."""
+    if isinstance(axes, (str, bytes, set, frozenset)) or not isinstance(axes, Sequence):
+        raise ShardvizError(f"sweep(axes={axes!r:.60}): give the mesh axes as a list, in order.",
+                            hint="For example axes=['batch', 'model'].")
+    if not 1 <= len(axes) <= MAX_AXES:
+        raise ShardvizError(f"sweep(axes={list(axes)!r:.60}): give 1 to {MAX_AXES} mesh axes.",
+                            hint="For example axes=['batch', 'model'].")
+    for axis in axes:
+        check_axis_name(axis, "sweep(axes=...): the axis")
+    if len(set(axes)) != len(axes):
+        twice = next(a for a in axes if list(axes).count(a) > 1)
+        raise ShardvizError(f"sweep(axes={list(axes)!r}): the axis {twice!r} appears twice.",
+                            hint="Name each mesh axis once.")
+    return tuple(axes)
+
+
+def _sweep_plans(meshes: object, rules: tuple[Any, ...], batch_axis: str | None) -> list[Plan]:
+    """A Plan per entry of :func:`sweep`'s ``meshes`` (dicts of axis sizes, or
+    Plans), or a :class:`ShardvizError` that names the entry."""
+    from collections.abc import Mapping
+
+    example = "meshes=[{'batch': 2, 'model': 4}, {'batch': 8}]"
+    try:
+        if isinstance(meshes, (str, bytes, Mapping)):
+            raise TypeError
+        entries: list[object] = list(meshes)  # type: ignore[call-overload]
+    except TypeError:
+        raise ShardvizError(f"sweep(meshes={meshes!r:.60}): give a list of meshes.",
+                            hint=f"For example {example}.") from None
+    if not entries:
+        raise ShardvizError("sweep(meshes=[]): give at least one mesh.",
+                            hint=f"For example {example}.")
+    if len(entries) > MAX_SWEEP_MESHES:
+        raise ShardvizError(f"sweep(meshes=...): give at most {MAX_SWEEP_MESHES:,} meshes, not "
+                            f"{len(entries):,}.", hint="Sweep the shapes in several parts.")
+    plans = []
+    for i, mesh in enumerate(entries):
+        if isinstance(mesh, Plan):
+            plans.append(mesh)
+            continue
+        if not isinstance(mesh, Mapping):
+            raise ShardvizError(
+                f"sweep(meshes=...): entry {i} is {type(mesh).__name__} {mesh!r:.40}; each mesh "
+                "must be a dict of axis name to size.", hint=f"For example {example}.")
+        try:
+            plans.append(Plan(mesh, rules, batch_axis=batch_axis))
+        except ShardvizError as e:
+            raise ShardvizError(f"sweep(meshes=...): entry {i}: {e.message}", hint=e.hint,
+                                rule=e.rule) from None
+    return plans

@@ -144,7 +144,8 @@ class Report:
                  problems: list[Problem], rule_usage: list[dict], device_count: int,
                  seconds: float = 0.0, trace: Trace | None = None,
                  trace_error: ShardvizError | None = None, target: Target | None = None,
-                 arguments: dict | None = None) -> None:
+                 arguments: dict | None = None,
+                 reanalyse: Callable[..., Report] | None = None) -> None:
         self.plan = plan
         self.scan = scan
         self.mesh = mesh
@@ -164,6 +165,9 @@ class Report:
         """The keyword arguments of :func:`~shardviz.analyze` besides the model
         and the plan (inputs, target, ...): what a counterfactual re-analysis
         repeats."""
+        self._reanalyse = reanalyse
+        """:func:`~shardviz.analyze` itself, handed in by it, for why() to
+        analyse other plans like this one (the Report does not import it)."""
         self._explanations: dict[int, Any] = {}
         self._counterfactuals: dict[Any, Report] = {}  # plans why() compiled
 
@@ -909,7 +913,8 @@ class Report:
 
         return grid_figure(self, paths, columns)
 
-    def why(self, which: object, progress: bool | Callable[[str], object] = True) -> Any:
+    def why(self, which: object,
+            progress: bool | Callable[[str], object] | None = None) -> Any:
         """Why collective ``which`` (an index into :attr:`collectives`, or one
         of its rows) is there, and what removes it: an
         :class:`~shardviz.why.Explanation` with ``text``, ``rules``,
@@ -917,13 +922,18 @@ class Report:
         the fix compiles a few counterfactual plans (on a train step, their
         forward passes); the result is kept, and so is each plan compiled,
         for the other collectives' explanations. While it compiles, one
-        line on stderr says which plan it is trying (``progress=False``:
-        none; a callable hears each line instead). Interrupting it
+        line on stderr says which plan it is trying: on a terminal by
+        default, always with ``progress=True``, never with ``False``; a
+        callable (``print``, say) hears each line instead. Interrupting it
         (Ctrl-C) leaves the report as it was."""
         from .why import _row, explain_collective
 
         index, _ = _row(self, which)
         if index not in self._explanations:
+            if progress is None:
+                import sys
+
+                progress = sys.stderr.isatty()
             say = _stderr_line if progress is True else progress or None
             try:
                 self._explanations[index] = explain_collective(self, index, progress=say)

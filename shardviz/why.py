@@ -646,8 +646,12 @@ class _Base:
 def _analyse(report: Report, plan: Plan, args: dict) -> Report:
     """``plan`` analysed like ``report`` with ``args``, kept on the report
     so that explaining its other collectives does not compile it again."""
-    from .analysis import analyze
-
+    analyze = report._reanalyse
+    if analyze is None:
+        raise ShardvizError(
+            "This report was not made by shardviz.analyze, so why() cannot analyse other "
+            "plans to find a fix.", hint="Call explain_collective(report, i, search=False), "
+            "or analyse the model with shardviz.analyze.")
     key = (plan, tuple(sorted((k, repr(v)) for k, v in args.items())))
     cache = report._counterfactuals
     if key not in cache:

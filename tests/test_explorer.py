@@ -1,8 +1,10 @@
 """The Explorer, driven from Python as a user would drive it in a notebook."""
 
+import contextlib
 import datetime
 import html
 import json
+import signal
 
 import pytest
 
@@ -429,3 +431,114 @@ def test_the_suggest_tab_lists_plans_shows_the_diff_and_applies_one(app):
     assert app.plan.mesh_dict == {"batch": 8, "model": 1} and not app.plan.rules
     app.undo()
     assert app.plan == before
+
+
+# ------------------------------------------------------------ inputs that used to break it
+class Expired(BaseException):
+    """A deadline passed (not an Exception, so that no guard swallows it)."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """Raise :class:`Expired` after ``seconds`` instead of hanging (Python's
+    re checks for signals while it matches)."""
+    def expire(*_):
+        raise Expired(f"still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def upload(app, name, text):
+    app.upload.value = ({"name": name, "type": "application/json", "size": len(text),
+                         "content": memoryview(text.encode()),
+                         "last_modified": datetime.datetime(2026, 1, 1)},)
+
+
+def test_a_refused_key_keeps_its_text_and_mark_when_rules_are_added_moved_or_deleted(app):
+    key_box(app, 0).value = "   "                              # an empty key: refused
+    assert app.plan == examples.megatron_plan()
+    assert "non-empty string" in text(app.rule_editor.message)
+    assert "shardviz-refused" in key_box(app, 0)._dom_classes
+    assert "not applied: the rule keeps '.*up/kernel'" in feedback(app, 0)
+    app.rule_editor.new_key.value = ".*down/bias"              # another rule is added
+    assert app.plan.rule_keys[-1] == ".*down/bias"
+    assert key_box(app, 0).value == "   " and "shardviz-refused" in key_box(app, 0)._dom_classes
+    assert "non-empty string" in text(app.rule_editor.message)
+    assert key_box(app, 3).value == ".*down/bias"
+    rule_row(app, 0).children[6].click()                      # move the rule down: text follows
+    assert app.plan.rule_keys[1] == ".*up/kernel"
+    assert key_box(app, 1).value == "   " and key_box(app, 0).value == ".*up/bias"
+    assert "shardviz-refused" not in key_box(app, 0)._dom_classes
+    rule_row(app, 0).children[7].click()                      # delete the rule above it
+    assert key_box(app, 0).value == "   " and "not applied" in feedback(app, 0)
+    key_box(app, 0).value = "up/kernel"                        # the user fixes the field
+    assert app.plan.rule_keys[0] == "up/kernel" and text(app.rule_editor.message) == ""
+    assert "shardviz-refused" not in key_box(app, 0)._dom_classes
+    assert "✓ 1 path" in feedback(app, 0)
+
+
+def test_forty_clicks_on_add_axis_say_what_to_change_and_the_editor_stays_usable(app):
+    add_axis = app.mesh_editor.box.children[2].children[0]
+    for _ in range(40):
+        add_axis.click()
+    axes = len(app.plan.axis_names)
+    message = text(app.mesh_editor.message)
+    assert "axes" in message and "at most" in message and "Merge axes" in message
+    assert text(app.error) == "" and "Traceback" not in message
+    click(mesh_row(app, axes - 1), 2)                          # remove the last axis
+    assert len(app.plan.axis_names) == axes - 1 and text(app.mesh_editor.message) == ""
+    key_box(app, 0).value = "up/kernel"
+    assert app.plan.rule_keys[0] == "up/kernel"
+
+
+def test_an_overflowing_repeat_count_is_an_invalid_rule_not_an_exception(app):
+    key_box(app, 1).value = "a{99999999999}"
+    assert app.plan.rule_keys[1] == "a{99999999999}"
+    assert "invalid regex: the repetition number is too large: use a smaller count" in \
+        feedback(app, 1)
+    assert text(app.error) == "" and "OverflowError" not in text(app.rule_editor.message)
+    assert app.report.problems_of("invalid-regex")[0].rule == "a{99999999999}"
+    app.rule_editor.new_key.value = "b{99999999999}"           # typed into the new-rule box
+    assert app.plan.rule_keys[-1] == "b{99999999999}" and text(app.error) == ""
+    assert "invalid regex" in feedback(app, 3)
+    key_box(app, 1).value = ".*up/bias"
+    assert "an invalid rule makes Keras fail" in feedback(app, 1)  # rule 3 is still invalid
+    rule_row(app, 3).children[7].click()                      # delete it
+    assert "✓ 1 path" in feedback(app, 1) and app.report.problems_of("invalid-regex") == []
+
+
+def test_a_plan_file_with_30000_mesh_axes_is_refused_with_a_message(app):
+    before = app.plan
+    plan = {"format": "shardviz.plan", "version": 1,
+            "mesh": {f"a{i}": 1 for i in range(30000)}, "batch_axis": "a0", "rules": []}
+    upload(app, "big.json", json.dumps(plan))
+    message = text(app.export_message)
+    assert message.startswith("<span") and "Open file 'big.json' failed" in message
+    assert "30,000 axes" in message and "at most" in message
+    assert app.plan == before and text(app.error) == ""
+    upload(app, "good.json", Plan({"batch": 8}).to_json())    # the next file loads
+    assert app.plan == Plan({"batch": 8}) and "plan loaded" in text(app.export_message)
+
+
+def test_typing_a_backtracking_key_shows_the_problem_and_the_app_stays_usable():
+    import keras
+
+    def build():
+        x = keras.Input((4,))
+        return keras.Model(x, keras.layers.Dense(8, name="a" * 40)(x), name="m")
+
+    app = shardviz.Explorer(build, inputs=(8, 4), plan=Plan({"batch": 8}, {".*kernel": (None,)}))
+    with deadline(120):
+        for typed in ("(", "(a", "(a|aa", "(a|aa)", "(a|aa)+", "(a|aa)+$"):  # keystrokes
+            key_box(app, 0).value = typed
+    assert app.plan.rule_keys[0] == "(a|aa)+$"
+    assert "backtracks catastrophically" in feedback(app, 0) and "'" + "a" * 40 in feedback(app, 0)
+    assert "was not run" in text(app.run_status) and text(app.error) == ""
+    key_box(app, 0).value = ".*kernel"
+    assert "✓ 1 path" in feedback(app, 0) and app.forward_is_fresh

@@ -1,10 +1,14 @@
 """Beyond one host: per-host views, exported multi-host code, and
 ``shardviz verify`` on a real multi-process JAX cluster on 127.0.0.1."""
 
+import math
 import os
 import re
+import signal
 import subprocess
 import sys
+import textwrap
+import time
 
 import pytest
 
@@ -23,13 +27,46 @@ MARK = f"shardviz-test-{os.getpid()}"
 leftover worker is found even while other tests run their own."""
 
 
-def run(*args, timeout=300):
+def environment(tmp=None) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, HERE]), "SHARDVIZ_TEST_MARK": MARK}
     env.pop("XLA_FLAGS", None)
+    if tmp is not None:  # the workers' folder, kept when verification fails
+        env["TMPDIR"] = str(tmp)
+    return env
+
+
+def run(*args, timeout=300, cwd=ROOT, tmp=None):
     out = subprocess.run([sys.executable, "-m", "shardviz", *args], capture_output=True,
-                         text=True, cwd=ROOT, env=env, timeout=timeout)
+                         text=True, cwd=cwd, env=environment(tmp), timeout=timeout)
     assert "Traceback" not in out.stderr, out.stderr
     return out
+
+
+def write(folder, name: str, source: str) -> str:
+    """A builder module written under the test's own folder; its path."""
+    path = folder / name
+    path.write_text(textwrap.dedent(source))
+    return str(path)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def kill(pids) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+IN_WORKER = 'os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID") is not None'
 
 
 def workers_left() -> list[int]:
@@ -123,20 +160,21 @@ def test_usage_errors_exit_2_and_start_nothing():
     assert not workers_left()
 
 
-def test_a_crashing_worker_is_reported_with_its_last_lines():
+def test_a_crashing_worker_is_reported_with_its_last_lines(tmp_path):
     out = run("verify", "verify_builders:crashes", *MEGATRON, "--processes", "2",
-              "--inputs", "8x16")
+              "--inputs", "8x16", tmp=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "FAIL worker 0 crashed (exit 3)" in out.stdout
     assert "building the model, then the worker dies" in out.stdout
     assert not workers_left()
 
 
-def test_a_hanging_worker_is_stopped_at_the_time_limit():
+def test_a_hanging_worker_is_stopped_at_the_time_limit_saying_what_it_was_doing(tmp_path):
     out = run("verify", "verify_builders:hangs", *MEGATRON, "--processes", "2",
-              "--inputs", "8x16", "--timeout", "25")
+              "--inputs", "8x16", "--timeout", "20", tmp=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "FAIL workers 0, 1 did not finish within 25 s" in out.stdout
+    assert ("FAIL timed out after 20 s: worker 0 was building the model; worker 1 was "
+            "building the model" in out.stdout), out.stdout
     assert not workers_left()
 
 
@@ -170,4 +208,206 @@ def test_verify_feeds_every_input_of_a_model_with_two():
               "--inputs", "8x16", "--inputs", "8x16")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "gathered output matches" in out.stdout
+    assert not workers_left()
+
+
+def test_a_builder_file_given_by_a_relative_path_is_what_every_worker_loads(tmp_path):
+    write(tmp_path, "m.py", """
+        from shardviz import examples
+
+        def build():
+            return examples.mlp()
+        """)
+    out = run("verify", "m.py:build", *MEGATRON, "--processes", "2", "--inputs", "8x16",
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "gathered output matches" in out.stdout
+    from shardviz.builders import builder_ref, load_builder
+
+    assert builder_ref("m.py:build") == f"{os.path.abspath('m.py')}:build"
+    loaded = load_builder(str(tmp_path / "m.py") + ":build")
+    assert builder_ref(loaded) == f"{tmp_path / 'm.py'}:build"
+    assert not workers_left()
+
+
+def test_a_worker_that_cannot_import_the_builder_says_so(tmp_path):
+    path = write(tmp_path, "only_here.py", f"""
+        import os
+
+        if {IN_WORKER}:
+            raise RuntimeError("this module refuses to load in a worker")
+        from shardviz import examples
+
+        def build():
+            return examples.mlp()
+        """)
+    out = run("verify", f"{path}:build", *MEGATRON, "--processes", "2", "--inputs", "8x16",
+              tmp=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert re.search(r"FAIL worker \d failed while importing the builder: .*refuses to load "
+                     "in a worker", out.stdout), out.stdout
+    assert "Keras refused" not in out.stdout + out.stderr
+    assert not workers_left()
+
+
+DICT_MODEL = """
+    import keras
+
+    def build():
+        ids = keras.Input((12,), dtype="int32", name="token_ids")
+        mask = keras.Input((12,), dtype="int32", name="padding_mask")
+        h = keras.layers.Embedding(32, 16, name="embed")(ids)
+        h = keras.layers.Dense(64, name="up")(h)
+        h = h * keras.ops.expand_dims(keras.ops.cast(mask, "float32"), -1)
+        out = keras.layers.Dense(16, name="down")(h)
+        return keras.Model({"token_ids": ids, "padding_mask": mask}, out, name="dict_model")
+    """
+
+
+def test_verify_feeds_a_model_that_takes_a_dict_from_the_command_line(tmp_path):
+    path = write(tmp_path, "dict_model.py", DICT_MODEL)
+    out = run("verify", f"{path}:build", *MEGATRON, "--processes", "2",
+              "--inputs", "token_ids=8x12:int32", "--inputs", "padding_mask=8x12:int32")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "gathered output matches" in out.stdout
+    out = run("verify", f"{path}:build", *MEGATRON, "--processes", "2",
+              "--inputs", "token_ids=8x12:int32", "--inputs", "8x12:int32")
+    assert out.returncode == 2 and "name every input" in out.stderr
+    assert not workers_left()
+
+
+def test_verify_takes_a_dict_of_shape_dtype_structs(tmp_path):
+    path = write(tmp_path, "dict_model.py", DICT_MODEL)
+    code = textwrap.dedent(f"""
+        import jax
+        import shardviz
+        from shardviz import examples
+
+        spec = jax.ShapeDtypeStruct((8, 12), "int32")
+        result = shardviz.verify({path + ":build"!r}, examples.megatron_plan(), processes=2,
+                                 inputs={{"token_ids": spec, "padding_mask": spec}})
+        print(result)
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, env=environment(), timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "verified on 2 processes" in out.stdout and "gathered output matches" in out.stdout
+    assert not workers_left()
+
+
+def test_workers_end_when_the_process_that_called_verify_is_killed(tmp_path):
+    path = write(tmp_path, "blocks.py", f"""
+        import os
+        import time
+
+        from shardviz import examples
+
+        def build():
+            if {IN_WORKER}:
+                open(os.path.join(os.path.dirname(__file__), f"sleeping-{{os.getpid()}}"), "w")
+                time.sleep(600)
+            return examples.mlp()
+        """)
+    code = (f"import shardviz\nfrom shardviz import examples\n"
+            f"shardviz.verify({path + ':build'!r}, examples.megatron_plan(), processes=2, "
+            f"inputs=(8, 16), timeout=300, workdir={str(tmp_path)!r})\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=environment(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sleeping: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(sleeping) < 2 and time.monotonic() < deadline and parent.poll() is None:
+            time.sleep(0.2)
+            sleeping = [int(p.name.split("-")[1]) for p in tmp_path.glob("sleeping-*")]
+        assert len(sleeping) == 2, f"the workers did not reach the builder: {parent.poll()}"
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while any(alive(p) for p in sleeping) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in sleeping if alive(p)]
+        assert not workers_left()
+    finally:
+        parent.kill()
+        parent.wait()
+        kill(sleeping + workers_left())
+
+
+def test_what_a_builder_starts_in_a_worker_is_stopped_with_it(tmp_path):
+    path = write(tmp_path, "starts_a_child.py", f"""
+        import os
+        import subprocess
+        import sys
+
+        from shardviz import examples
+
+        def build():
+            if {IN_WORKER}:
+                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+                open(os.path.join(os.path.dirname(__file__), f"child-{{child.pid}}"), "w")
+            return examples.mlp()
+        """)
+    children: list[int] = []
+    try:
+        out = run("verify", f"{path}:build", *MEGATRON, "--processes", "2", "--inputs", "8x16")
+        children = [int(p.name.split("-")[1]) for p in tmp_path.glob("child-*")]
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert len(children) == 2
+        assert not [p for p in children if alive(p)]
+    finally:
+        kill(children)
+
+
+def test_a_builder_with_different_weights_in_each_process_is_told_to_seed(tmp_path):
+    path = write(tmp_path, "unseeded.py", """
+        import keras
+        import numpy as np
+
+        def build():
+            seed = int(np.random.default_rng().integers(2**31))  # differs in every process
+            init = keras.initializers.RandomNormal(seed=seed)
+            x = keras.Input((16,))
+            h = keras.layers.Dense(64, name="up", kernel_initializer=init)(x)
+            return keras.Model(x, keras.layers.Dense(16, name="down")(h))
+        """)
+    out = run("verify", f"{path}:build", *MEGATRON, "--processes", "2", "--inputs", "8x16",
+              tmp=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "different weights in each process" in out.stderr
+    assert "keras.utils.set_random_seed(0)" in out.stderr
+    assert "Keras refused" not in out.stderr
+    assert not workers_left()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-5"])
+def test_a_time_limit_that_is_not_a_positive_number_is_refused(value):
+    out = run("verify", "shardviz.examples:mlp", *MEGATRON, "--processes", "2",
+              "--inputs", "8x16", "--timeout", value, timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"--timeout {value}" in out.stderr and "finite number of seconds above 0" in out.stderr
+    assert not workers_left()
+
+
+def test_verify_refuses_a_time_limit_that_is_not_a_positive_number():
+    for bad in (math.nan, math.inf, 0, -1.0, True, "10"):
+        with pytest.raises(ShardvizError, match="timeout="):
+            shardviz.verify("shardviz.examples:mlp", examples.megatron_plan(), processes=2,
+                            inputs=(8, 16), timeout=bad)
+    assert not workers_left()
+
+
+def test_a_builder_that_never_returns_is_stopped_at_the_time_limit(tmp_path):
+    path = write(tmp_path, "never.py", """
+        import time
+
+        def build():
+            time.sleep(3600)
+        """)
+    start = time.monotonic()
+    out = run("verify", f"{path}:build", *MEGATRON, "--processes", "2", "--inputs", "8x16",
+              "--timeout", "6", timeout=60, tmp=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "FAIL verify timed out after 6 s in this process while building the model" in out.stdout
+    assert "--timeout" in out.stdout
+    assert time.monotonic() - start < 30
     assert not workers_left()

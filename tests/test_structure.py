@@ -27,7 +27,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "shardviz"
 
 BASE = {"errors", "format"}
 VALUES = {"plan", "inputs", "model_scan", "match", "geometry", "layouts", "checks", "devices",
-          "examples", "hardware"}
+          "examples", "hardware", "builders"}
 ASSEMBLY = {"report", "analysis", "why", "planner"}
 OUTER = {"cli", "__main__", "multihost", "multihost_worker"}
 
@@ -72,16 +72,23 @@ def _package_of(module: str, path: pathlib.Path) -> str:
     return module if path.name == "__init__.py" else module.rpartition(".")[0]
 
 
-def shardviz_imports(module: str, path: pathlib.Path, source: str | None = None):
+def shardviz_imports(module: str, path: pathlib.Path, source: str | None = None,
+                     skip_type_checking: bool = False):
     """``(imported module, line, inside a function, names)`` for every import
-    of a shardviz module in ``module``."""
+    of a shardviz module in ``module`` (with ``skip_type_checking``, not
+    those under ``if TYPE_CHECKING:``, which never run)."""
     tree = ast.parse(source if source is not None else path.read_text())
     functions = set()
+    typing_only = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.update(id(n) for n in ast.walk(node) if n is not node)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only.update(id(n) for n in ast.walk(node) if n is not node)
     found = []
     for node in ast.walk(tree):
+        if skip_type_checking and id(node) in typing_only:
+            continue
         inside = id(node) in functions
         if isinstance(node, ast.Import):
             for alias in node.names:

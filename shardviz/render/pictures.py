@@ -89,6 +89,16 @@ def compare_table(a: Report, b: Report, labels: tuple[str, str] = ("A", "B")) ->
 def show_sweep(frame: Any) -> ShardvizFigure:
     """Draw a :func:`shardviz.sweep`: bytes per device and collective bytes
     per mesh shape, and where the rules fail."""
+    import pandas as pd
+
+    from ..errors import ShardvizError
+
+    needed = {"mesh", "errors", "bytes_per_device", "collective_bytes"}
+    if not isinstance(frame, pd.DataFrame) or not needed <= set(frame.columns):
+        what = (f"a DataFrame without {sorted(needed - set(frame.columns))}"
+                if isinstance(frame, pd.DataFrame) else f"{type(frame).__name__} {frame!r:.40}")
+        raise ShardvizError(f"show_sweep() draws what shardviz.sweep returns, not {what}.",
+                            hint="Pass the frame of shardviz.sweep(model, rules, devices=...).")
     from .mpl import sweep_figure
 
     return sweep_figure(frame)

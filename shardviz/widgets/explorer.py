@@ -203,6 +203,13 @@ class Explorer(widgets.VBox):
             if raise_errors:
                 raise
             return error_html(e.message, e.hint)
+        except Exception as e:  # an input nothing checked yet: refuse it, and say so
+            if raise_errors:
+                raise
+            return error_html(
+                f"The edit was refused: shardviz could not analyse the new plan "
+                f"({type(e).__name__}: {str(e)[:200]}). The last good plan stays.",
+                "Change the value you just entered, or undo.")
         return None
 
     def _change(self, change):
@@ -698,6 +705,12 @@ class Explorer(widgets.VBox):
             self.propose(lambda _: plan, raise_errors=True)
         except ShardvizError as e:
             self.export_message.value = error_html(f"{what} failed: {e.message}", e.hint)
+            return
+        except Exception as e:  # a plan nothing checked yet: the current plan stays
+            self.export_message.value = error_html(
+                f"{what} failed: shardviz could not read or analyse this plan "
+                f"({type(e).__name__}: {str(e)[:200]}). The current plan stays.",
+                "Check the plan's mesh and rules (Download shows a plan that loads).")
             return
         self.error.value = ""
         self.json_note.value = ""

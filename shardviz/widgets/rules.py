@@ -55,8 +55,10 @@ class RuleEditor:
     def __init__(self, propose, debounce: float = 0.3):
         self.propose = propose
         self._debounce = Debouncer(debounce)
-        self._refused: dict[int, tuple[str, str]] = {}
-        """Row to (the key typed, why it was refused): kept until that field changes."""
+        self._refused: dict[int, tuple[str, str, str]] = {}
+        """Row to (the key typed, why it was refused, the key the rule kept): kept
+        until that field changes, and moved with its rule when rules are added,
+        moved or deleted."""
         self._entered = False
         """Whether the last edit added a rule from Enter in the new-key box (a
         click on "add rule" right after it, as the box loses focus, is not
@@ -87,9 +89,14 @@ class RuleEditor:
             feedback = rule_feedback(report)
             options = suggestions(report)
             set_if_changed(self.new_key, "options", tuple(options))
-            if len(self.rows.children) != len(plan.rules):
-                self.rows.children = [self._row(i) for i in range(len(plan.rules))]
-                self._refused.clear()  # rows moved: a refusal no longer has its field
+            self._follow_refusals(plan)
+            rows = list(self.rows.children)
+            if len(rows) != len(plan.rules):
+                # Rows are by position: keep those that stay, so that a field's
+                # typed text and focus survive another rule's arrival.
+                rows = rows[:len(plan.rules)]
+                rows += [self._row(i) for i in range(len(rows), len(plan.rules))]
+                self.rows.children = rows
             widest = max((len(rule.axes) for rule in plan.rules), default=1)
             for i, (row, rule) in enumerate(zip(self.rows.children, plan.rules)):
                 self._fill(row, i, rule, plan, feedback[i], options)
@@ -98,6 +105,18 @@ class RuleEditor:
                 set_if_changed(dims.layout, "flex", "0 0 auto")
         finally:
             self._syncing = False
+
+    def _follow_refusals(self, plan: Plan) -> None:
+        """Move each refusal to the row of the rule it was typed over (a rule
+        added, moved or deleted shifts rows); drop it when that rule is gone."""
+        keys = plan.rule_keys
+        moved = {}
+        for i, (typed, why, kept) in self._refused.items():
+            j = i if i < len(keys) and keys[i] == kept else (
+                keys.index(kept) if kept in keys else None)
+            if j is not None and j not in moved:
+                moved[j] = (typed, why, kept)
+        self._refused = moved
 
     def _row(self, i: int):
         index = widgets.HTML(layout=widgets.Layout(width="24px"))
@@ -128,8 +147,13 @@ class RuleEditor:
         index, key, dims, *_, fb = row.children
         set_if_changed(index, "value", f"<code>{i}</code>")
         set_if_changed(key, "options", tuple(options))
-        if i not in self._refused:  # never overwrite text the user typed that was refused
+        refused = self._refused.get(i)
+        if refused is None:
             set_if_changed(key, "value", rule.key)
+            key.remove_class("shardviz-refused")
+        else:  # never overwrite text the user typed that was refused
+            set_if_changed(key, "value", refused[0])
+            key.add_class("shardviz-refused")
         choices = [(NONE, NONE)] + [(a, a) for a in plan.axis_names]
         choices += [(f"{a} (not in mesh)", a) for a in rule.axes
                     if a is not None and a not in plan.axis_names]
@@ -145,6 +169,8 @@ class RuleEditor:
             set_if_changed(dd, "options", tuple(dict.fromkeys(choices)))
             set_if_changed(dd, "value", NONE if axis is None else axis)
         level, text, _ = feedback
+        if refused is not None:
+            level, text = "error", f"not applied: the rule keeps {rule.key!r} (see below)"
         set_if_changed(fb, "value", f'<span style="color:{COLOURS[level]}" '
                                     f'class="shardviz-feedback-{level}">{html.escape(text)}</span>')
 
@@ -152,7 +178,7 @@ class RuleEditor:
     def _say(self, error):
         """Show ``error``, or, with none, the refusals still standing."""
         self._entered = False
-        standing = [why for _, why in self._refused.values()]
+        standing = [why for _, why, _ in self._refused.values()]
         self.message.value = error if error is not None else (standing[-1] if standing else "")
 
     def _key_changed(self, i, change):
@@ -163,10 +189,26 @@ class RuleEditor:
 
     def _apply_key(self, i, typed):
         self._refused.pop(i, None)
+        kept = self._report.plan.rule_keys[i] if self._report is not None and \
+            i < len(self._report.plan.rules) else None
         error = self.propose(lambda p: p.with_rule_at(i, key=typed.strip()), merge=("key", i))
         if error is not None:
-            self._refused[i] = (typed, error)
+            if kept is not None:
+                self._refused[i] = (typed, error, kept)
+                self._mark(i)
         self._say(error)
+
+    def _mark(self, i):
+        """Show row ``i``'s refusal now (a refused edit leaves the plan, so no sync runs)."""
+        if self._report is None or i >= len(self.rows.children):
+            return
+        plan = self._report.plan
+        self._syncing = True
+        try:
+            self._fill(self.rows.children[i], i, plan.rules[i], plan,
+                       rule_feedback(self._report)[i], tuple(self.new_key.options))
+        finally:
+            self._syncing = False
 
     def _new_key_entered(self, change):
         if not self._syncing and change["new"].strip():
