@@ -605,7 +605,15 @@ class Plan:
             else:
                 seen[rule.key] = i
             error = regex_error(rule.key)
-            if error:
+            if error and error.startswith("it backtracks catastrophically"):
+                problems.append(Problem(
+                    "error", "invalid-regex",
+                    f"Rule {rule.key!r} cannot be used: {error}",
+                    hint="Repeat a pattern once rather than a repeated group ('a+' for "
+                    "'(a+)+', '.*' for '(.*)*'), and make alternatives under a repeat "
+                    "exclusive.", rule=rule.key,
+                ))
+            elif error:
                 problems.append(Problem(
                     "error", "invalid-regex",
                     f"Rule {rule.key!r} is not a valid regular expression: {error}.",
