@@ -48,7 +48,7 @@ def bare_child(case: str) -> None:
     from jax.sharding import NamedSharding, PartitionSpec
 
     from shardviz._adapters import keras as keras_adapter
-    from shardviz.devices import tpu_topology_devices
+    from shardviz.target.tpu import tpu_topology_devices
 
     models, kwargs, x, y = _setup(case)
     model = models.decoder(**kwargs)

@@ -39,7 +39,7 @@ _LAZY = {
     "sweep": ("shardviz.planner", "sweep"),
     "show_sweep": ("shardviz.render.pictures", "show_sweep"),
     "verify": ("shardviz.multihost", "verify"),
-    "targets": ("shardviz.hardware", "targets"),
+    "targets": ("shardviz.target", "targets"),
     "show_sharding": ("shardviz.render.pictures", "show_sharding"),
     "compare": ("shardviz.render.pictures", "compare"),
     "compare_table": ("shardviz.render.pictures", "compare_table"),

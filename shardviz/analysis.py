@@ -21,13 +21,13 @@ from . import checks
 from .errors import OutOfMemory, Problem, ShardvizError
 from .format import plural
 from .geometry import mesh_model
-from .hardware import Target, parse_target
 from .layouts import output_layouts, variable_layouts
 from .match import compiled
 from .model_scan import Scan
 from .model_scan import scan as scan_model
 from .plan import as_bytes, as_plan, check_processes
 from .report import Report
+from .target import Target, parse_target
 from .trace import Trace
 from .trace import trace as run_trace
 
@@ -112,13 +112,11 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
     processes = check_processes(processes, plan.mesh_size)
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
         model_or_builder, inputs=inputs)
-    import jax
 
     hardware = parse_target(target, slices)
     if dcn_axes is None:
         dcn_axes = (plan.batch_axis,) if plan.batch_axis else ()
-    on_target = None if hardware.is_cpu else hardware
-    mesh = mesh_model(plan.mesh, abstract_mesh, on_target, tuple(dcn_axes))
+    mesh = mesh_model(plan.mesh, abstract_mesh, hardware, tuple(dcn_axes))
     if processes is not None and mesh.devices is not None:
         hosts = len({getattr(d, "process_index", 0) for d in mesh.devices.flat})
         if hosts != processes:
@@ -127,7 +125,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
                 "target the hosts come from the topology.",
                 hint="Leave processes out on a TPU target, or give its host count.")
         processes = None  # the topology's own hosts
-    device_count = hardware.chips if not hardware.is_cpu else jax.device_count()
+    device_count = hardware.plan_devices()
     var_layouts = variable_layouts(scan, plan, mesh)
     out_layouts = output_layouts(scan, plan)
     problems = list(plan.check())
@@ -165,7 +163,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             problems += checks.activation_problems(plan, traced)
             problems += traced.problems
             problems = _drop_rules_that_place_slots(problems, traced)
-    if not hardware.is_cpu and not isinstance(trace_error, OutOfMemory):
+    if not isinstance(trace_error, OutOfMemory):
         problems += checks.fit_problems(hardware, var_layouts, traced, mesh)
     return Report(
         plan=plan, scan=scan, mesh=mesh, variable_layouts=var_layouts,

@@ -422,7 +422,7 @@ def fit_problems(target, layouts: list[VariableLayout], trace, mesh: MeshModel) 
         return []
     parts = memory_parts(per_device, trace)
     return [_does_not_fit(target, needed, capacity, parts, layouts, mesh,
-                          estimated=not target.is_tpu)]
+                          estimated=target.estimated)]
 
 
 def out_of_memory_problem(error, target, layouts: list[VariableLayout],
@@ -446,7 +446,7 @@ def _does_not_fit(target, needed: int, capacity: int, parts: dict[str, int],
     ranked = sorted(parts.items(), key=lambda kv: -kv[1])
     contributors = ", ".join(f"{name} {human_bytes(b)}" for name, b in ranked if b > 0)
     source = ("estimated from the simulated devices' compiled program"
-              if trace_is_estimate(target) else "by the TPU compiler's memory analysis")
+              if target.estimated else f"by {target.compiler}'s memory analysis")
     if all(name == "variables" for name in parts):
         source = "by the variables alone (no forward pass)"
     return Problem(
@@ -474,8 +474,3 @@ def _fit_hint(target, needed: int, capacity: int, layouts: list[VariableLayout],
     hint += (f"Otherwise plan for about {chips} chips ({target.hardware.name} with "
              f"{human_bytes(capacity)} each), if the largest parts shard with the mesh.")
     return hint
-
-
-def trace_is_estimate(target) -> bool:
-    """Whether figures for ``target`` come from a compiler for other devices."""
-    return not target.is_tpu

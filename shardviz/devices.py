@@ -1,4 +1,6 @@
-"""Devices: simulated CPU devices, and the TPU chips of a target.
+"""Devices: the simulated CPU devices, and the process's standard error while
+C++ code (XLA, libtpu) writes to it. A TPU target's chips are in
+:mod:`shardviz.target.tpu`.
 
 JAX fixes its device count when its backend starts, which happens at the
 first JAX operation. :func:`simulate_devices` must therefore run first, right
@@ -17,16 +19,10 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from ._adapters.jax import backend_started
 from .errors import ShardvizError
 from .format import plural
-
-if TYPE_CHECKING:
-    import numpy as np
-
-    from .hardware import Target
 
 MAX_SIMULATED_DEVICES = 2048
 """The most CPU devices shardviz simulates. JAX starts 2,048 devices in about
@@ -207,162 +203,7 @@ def _quiet_stderr() -> contextlib.AbstractContextManager[list[str]]:
     return filtering_stderr(_tpu_start_up_line)
 
 
-@functools.lru_cache(maxsize=32)
-def tpu_topology_devices(chip: str, topology: str, slices: int = 1) -> tuple:
-    """The devices of a TPU topology (``"v5e"``, ``"4x4"``), described by
-    libtpu with no TPU present: real ``TpuDevice``s that the TPU compiler
-    compiles for. Each carries ``slice_index`` when ``slices > 1``.
-
-    Raises:
-        ShardvizError: when libtpu is missing, or rejects the topology.
-    """
-    try:
-        from jax.experimental import topologies
-    except ImportError as e:  # pragma: no cover - every supported jax has it
-        raise ShardvizError(f"This JAX has no topology API ({e}).",
-                            hint="Install jax >= 0.10.") from None
-    name = f"{chip}:{topology}"
-    quiet_tpu_runtime()
-    # libtpu guards real chips with a machine-wide lock file, so that one
-    # process owns them. shardviz only compiles for a described topology and
-    # never touches a chip, so two notebooks (or test workers) may both plan.
-    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    # v4 and v5p chips hold two TensorCores that Cloud TPU runs as one JAX
-    # device (megacore); libtpu describes a v4 core by core unless asked.
-    config: dict[str, object] = (
-        {"chip_config_name": "megacore"} if chip in ("v4", "v5p") else {})
-    # Slices of one host: v5litepod-1 / v6e-1 (a chip) and v5litepod-8 / v6e-8
-    # (one VM of 8 chips); libtpu's default host is 2x2 chips.
-    if chip in ("v5e", "v6e") and topology in ("1x1", "2x4"):
-        config["chips_per_host_bounds"] = tuple(int(d) for d in topology.split("x")) + (1,)
-    try:
-        with _quiet_stderr():
-            try:
-                description = topologies.get_topology_desc(
-                    platform="tpu", topology_name=name, num_slices=slices, **config)
-            except Exception as first:
-                # Another slice smaller than libtpu's default host (2x2x1), asked
-                # for directly: one host holds it all.
-                if "chips_per_host_bounds" not in str(first) or "chips_per_host_bounds" in config:
-                    raise
-                dims = [int(d) for d in topology.split("x")] + [1, 1]
-                description = topologies.get_topology_desc(
-                    platform="tpu", topology_name=name, num_slices=slices,
-                    chips_per_host_bounds=tuple(dims[:3]),
-                    **{k: v for k, v in config.items() if k != "chips_per_host_bounds"})
-    except Exception as e:
-        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if _no_libtpu():
-            raise ShardvizError(
-                f"TPU target {name!r} needs libtpu, the TPU compiler, and it is not installed "
-                f"or does not load here ({text[:200]}).",
-                hint='Install it with `pip install "shardviz[tpu]"` (Linux x86_64; about 680 '
-                "MB), or plan for target='cpu' or a GPU target.") from None
-        raise ShardvizError(f"libtpu rejects the topology {name!r}: {text[:300]}",
-                            hint="Use a topology that tiles the chip's hosts, such as "
-                            f"'{chip}:4x4'; see shardviz.targets().") from None
-    return tuple(description.devices)
-
-
 def _no_libtpu() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("libtpu") is None
-
-
-def check_dcn_axes(target: Target, axis_names: tuple[str, ...], shape: tuple[int, ...],
-                   dcn_axes: tuple[str, ...]) -> None:
-    """Refuse a multi-slice layout the mesh cannot take: one mesh axis spans
-    the slices (by default the batch axis), and its size is a multiple of
-    the number of slices."""
-    what = "slices" if target.is_tpu else "nodes"
-    if not dcn_axes:
-        raise ShardvizError(
-            f"{target.slices} {what} need a mesh axis to span them, and dcn_axes names none.",
-            hint="Leave dcn_axes unset to span them with the plan's batch axis (data "
-            f"parallelism over the {target.hardware.between.upper()} links), or pass "
-            "dcn_axes=('axis',).")
-    if len(dcn_axes) > 1:
-        raise ShardvizError(f"dcn_axes={dcn_axes!r}: shardviz spans the {what} with one mesh axis.",
-                            hint="Name one axis, such as dcn_axes=('batch',).")
-    sizes = dict(zip(axis_names, shape))
-    axis = dcn_axes[0]
-    if axis not in sizes:
-        raise ShardvizError(f"dcn_axes names {axis!r}, which the mesh {sizes} does not have.",
-                            hint=f"Name one of {list(sizes)}.")
-    if sizes[axis] % target.slices:
-        raise ShardvizError(
-            f"The mesh axis {axis!r} of size {sizes[axis]} spans the {target.slices} {what}, "
-            "but does not divide among them.",
-            hint=f"Make {axis!r} a multiple of {target.slices}.")
-
-
-def target_device_array(target: Target, axis_names: tuple[str, ...], shape: tuple[int, ...],
-                        dcn_axes: tuple[str, ...]) -> np.ndarray:
-    """The target's TPU devices laid out in the mesh's shape, in the order
-    the interconnect favours (``mesh_utils.create_device_mesh``, or
-    ``create_hybrid_device_mesh`` over several slices, with ``dcn_axes``
-    spanning the slices).
-
-    Raises:
-        ShardvizError: when the mesh does not fit the target's chips.
-    """
-    import numpy as np
-    from jax.experimental import mesh_utils
-
-    size = int(np.prod(shape))
-    if size != target.chips:
-        raise ShardvizError(
-            f"The mesh {dict(zip(axis_names, shape))} has {size} devices, but the target "
-            f"{target.label} has {target.chips} chips ({target.chips_per_slice} per slice x "
-            f"{target.slices}).",
-            hint=f"Make the mesh's axes multiply to {target.chips}, or pick a target with "
-            f"{size} chips.")
-    if target.slices > 1:
-        check_dcn_axes(target, axis_names, shape, dcn_axes)
-    devices = tpu_topology_devices(target.hardware.name, target.topology, target.slices)
-    try:
-        if target.slices == 1:
-            array = mesh_utils.create_device_mesh(shape, list(devices),
-                                                  allow_split_physical_axes=True)
-        else:
-            dcn_shape = tuple(target.slices if n == dcn_axes[0] else 1 for n in axis_names)
-            ici_shape = tuple(s // d for s, d in zip(shape, dcn_shape))
-            array = mesh_utils.create_hybrid_device_mesh(ici_shape, dcn_shape, list(devices),
-                                                         allow_split_physical_axes=True)
-    except Exception as e:
-        raise ShardvizError(
-            f"JAX cannot lay the mesh {dict(zip(axis_names, shape))} over {target.label}: "
-            f"{str(e).splitlines()[0][:300]}",
-            hint="Choose axis sizes that are products of the topology's dims.") from None
-    return np.asarray(array).reshape(shape)
-
-
-_AVAILABLE = re.compile(r"exceeds available HBM \(([\d.]+)([KMGT]?)\)")
-
-
-@functools.lru_cache(maxsize=16)
-def tpu_usable_bytes(chip: str, topology: str) -> int | None:
-    """The memory the TPU compiler lets one chip's program use (less than the
-    chip's HBM: the runtime keeps some), read from the compiler's own
-    refusal of a program too large for any chip. None if it says nothing.
-
-    It is the capacity the compiler's out-of-memory check uses, so shardviz's
-    fit verdict and the compiler's agree.
-    """
-    import jax
-    import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-    device = tpu_topology_devices(chip, topology)[0]
-    mesh = Mesh(np.array([device]), ("x",))
-    huge = jax.ShapeDtypeStruct((2**20, 2**20, 2**8), "float32",
-                                sharding=NamedSharding(mesh, PartitionSpec()))
-    try:
-        with _quiet_stderr():
-            jax.jit(lambda a: a * 2).lower(huge).compile()
-    except Exception as e:
-        m = _AVAILABLE.search(str(e))
-        if m:
-            return int(float(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " "))
-    return None

@@ -65,10 +65,9 @@ class MeshModel:
         abstract: force an ``AbstractMesh`` even if devices exist. By default
             the mesh is concrete when there are at least as many devices as
             the mesh needs.
-        target: a :class:`~shardviz.hardware.Target`. On a TPU target the mesh
-            holds the topology's chips (described by libtpu, no TPU needed);
-            on a GPU target it holds simulated CPU devices, grouped into
-            nodes of the target's size.
+        target: a :class:`~shardviz.target.Target` (default: the simulated
+            CPU), which gives the mesh its devices (a TPU slice's chips, or
+            None for the simulated devices), its capacity and its slices.
         dcn_axes: the mesh axis that spans the target's slices (or nodes).
     """
 
@@ -78,27 +77,16 @@ class MeshModel:
         self.axis_names = tuple(n for n, _ in self.mesh)
         self.shape = tuple(s for _, s in self.mesh)
         self.size = math.prod(self.shape)
+        if target is None:
+            from .target import parse_target
+
+            target = parse_target("cpu")
         self.target = target
         self.dcn_axes = tuple(dcn_axes)
-        self.devices = None
+        self.devices = self.target.mesh_devices(self.axis_names, self.shape, self.dcn_axes)
         """The target's chips in the mesh's shape (a TPU target), or None."""
-        if target is not None and target.is_tpu:
-            from .devices import target_device_array
-
-            self.devices = target_device_array(target, self.axis_names, self.shape,
-                                               self.dcn_axes)
+        if self.devices is not None:
             abstract = False
-        elif target is not None and not target.is_cpu:
-            from .devices import check_dcn_axes
-
-            if self.size != target.chips:
-                raise ShardvizError(
-                    f"The mesh {dict(self.mesh)} has {self.size} devices, but the target "
-                    f"{target.label} has {target.chips} GPUs.",
-                    hint=f"Make the mesh's axes multiply to {target.chips}, or pick a target "
-                    f"with {self.size} GPUs.")
-            if target.slices > 1:
-                check_dcn_axes(target, self.axis_names, self.shape, self.dcn_axes)
         if abstract is None:
             import jax
 
@@ -108,19 +96,9 @@ class MeshModel:
 
     @functools.cached_property
     def capacity_bytes(self) -> int | None:
-        """The memory one device's program may use on the target: what the
-        TPU compiler allows a chip (its own figure, below the chip's HBM),
-        the published HBM of a GPU (an estimate), or None on the CPU."""
-        target = self.target
-        if target is None or target.is_cpu:
-            return None
-        if target.is_tpu:
-            from .devices import tpu_usable_bytes
-
-            usable = tpu_usable_bytes(target.hardware.name, target.topology)
-            if usable is not None:
-                return usable
-        return target.hardware.hbm_bytes
+        """The memory one device's program may use on the target (see
+        :meth:`~shardviz.target.base.Target.capacity_bytes`)."""
+        return self.target.capacity_bytes()
 
     @property
     def jax_mesh(self):
@@ -149,15 +127,8 @@ class MeshModel:
     @functools.cached_property
     def slice_of_position(self) -> tuple[int, ...]:
         """Per mesh position (flat), the slice (TPU) or node (GPU) it is in."""
-        target = self.target
-        if target is None or target.is_cpu or target.slices == 1:
-            return (0,) * self.size
-        if self.devices is not None:
-            return tuple(int(getattr(d, "slice_index", 0) or 0) for d in self.devices.flat)
-        # Simulated GPU nodes: the dcn axis's outer coordinate picks the node.
-        axis = self.axis_names.index(self.dcn_axes[0])
-        per = self.shape[axis] // target.slices
-        return tuple(int(idx[axis]) // per for idx in np.ndindex(self.shape))
+        return self.target.slice_of_positions(self.axis_names, self.shape, self.dcn_axes,
+                                              self.devices)
 
     @functools.cached_property
     def device_ids(self) -> np.ndarray:

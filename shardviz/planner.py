@@ -532,12 +532,11 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             :data:`~shardviz.plan.MAX_MESH_SIZE`, or another bad argument,
             before any work.
     """
-    import jax
 
     from .analysis import analyze
-    from .hardware import parse_target
     from .model_scan import Scan
     from .model_scan import scan as scan_model
+    from .target import parse_target
 
     if not _is_count(top):
         raise ShardvizError(f"suggest(top={top!r:.40}): give how many candidates to return, "
@@ -551,7 +550,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
     if devices is not None:
         n = check_device_count(devices, "devices")
     else:
-        n = hardware.chips if not hardware.is_cpu else jax.device_count()
+        n = hardware.plan_devices()
         if n > MAX_MESH_SIZE:
             raise ShardvizError(
                 f"suggest(target={target!r}): the target has {n:,} chips; shardviz plans for "
@@ -560,7 +559,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
         model_or_builder, inputs=inputs)
     found = []
     for name, plan, reasons in _strategies(scan, n, sequence=inputs is not None):
-        report = analyze(scan, plan, target=target if not hardware.is_cpu else None)
+        report = analyze(scan, plan, target=hardware)
         if report.errors:
             continue
         c = Candidate(name, plan, reasons, report,

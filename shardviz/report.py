@@ -30,10 +30,10 @@ from .checks import memory_parts, needed_bytes
 from .errors import SEVERITIES, OutOfMemory, Problem, ShardvizError
 from .format import plural
 from .geometry import MeshModel, TensorGeometry
-from .hardware import Target, parse_target
 from .layouts import OutputLayout, VariableLayout
 from .model_scan import Scan
 from .plan import Plan
+from .target import Target, parse_target
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -160,7 +160,7 @@ class Report:
         self.trace_error = trace_error
         """Why the forward pass could not run (a ShardvizError), or None."""
         self.target: Target = target if target is not None else parse_target("cpu")
-        """The hardware planned for (:class:`~shardviz.hardware.Target`)."""
+        """The hardware planned for (:class:`~shardviz.target.Target`)."""
         self.arguments: dict = dict(arguments or {})
         """The keyword arguments of :func:`~shardviz.analyze` besides the model
         and the plan (inputs, target, ...): what a counterfactual re-analysis
@@ -460,7 +460,7 @@ class Report:
         link it runs over: ``"ici"`` or ``"dcn"`` on a TPU target,
         ``"nvlink"`` or ``"infiniband"`` on a GPU target, ``"host"`` on the
         simulated CPU); ``seconds`` (an estimate from the link's published
-        bandwidth and the cost rules of :func:`shardviz.hardware.collective_seconds`;
+        bandwidth and the cost rules of :func:`shardviz.target.collective_seconds`;
         None on the CPU); ``source`` (``file:line`` of the Python behind it,
         from the compiled program's stack frames: a layer's ``call``, or the
         user's own line); ``source_from`` (whose metadata gave ``source``:
@@ -536,7 +536,7 @@ class Report:
         refused = oom is not None
         if oom is not None and oom.needed:
             needed = oom.needed  # the compiler's own figure
-        estimate = not self.target.is_tpu and not self.target.is_cpu
+        estimate = self.target.estimated
         for device in sorted(self.mesh.coords):
             cols["device"].append(device)
             cols["variable_bytes"].append(self.variable_bytes_per_device)
@@ -636,7 +636,7 @@ class Report:
         """
         columns = ["part", "seconds", "bound", "source"]
         hardware = self.target.hardware
-        if self.trace is None or self.target.is_cpu:
+        if self.trace is None or not self.target.timed:
             return pd.DataFrame(columns=columns)
         mem = self.trace.memory
         flops, accessed = mem.get("flops"), mem.get("bytes_accessed")
@@ -663,8 +663,8 @@ class Report:
     def estimate_checked(self) -> str:
         """How far the step-time estimate may be from a real step, and why:
         what real chips of the target's kind measured against it, or that
-        none did (:data:`shardviz.hardware.CHIP_CHECKS`)."""
-        from .hardware import estimate_checks
+        none did (:data:`shardviz.target.CHIP_CHECKS`)."""
+        from .target import estimate_checks
 
         train = bool(self.trace and self.trace.train_step)
         checks = estimate_checks(self.target.hardware, train)

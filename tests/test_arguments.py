@@ -43,7 +43,7 @@ def one_error_line(stderr):
 
 # ------------------------------------------------------------ device counts
 def test_the_mesh_bound_holds_every_slice_shardviz_knows_several_times():
-    from shardviz.hardware import HARDWARE
+    from shardviz.target import HARDWARE
 
     largest = max(h.max_chips or 0 for h in HARDWARE.values())
     assert MAX_MESH_SIZE >= 8 * largest

@@ -44,7 +44,7 @@ def test_records_are_json_lines():
 # bench/chip/compare.py for every record (docs/CHIP.md holds its output).
 CASES = ["dict_model_fit_b32", "encoder_predict_b64"]
 
-# Which of shardviz.hardware.CHIP_CHECKS states the estimate's accuracy for each model.
+# Which of shardviz.target.CHIP_CHECKS states the estimate's accuracy for each model.
 CHECK_OF = {"decoder": 0, "decoder_lora": 0, "dict_model": 1, "encoder": 2}
 
 
@@ -52,7 +52,7 @@ CHECK_OF = {"decoder": 0, "decoder_lora": 0, "dict_model": 1, "encoder": 2}
 def test_verdict_memory_and_time_agree_with_the_chip(case):
     if not HAVE_LIBTPU:
         pytest.skip("libtpu is not installed")
-    from shardviz.hardware import CHIP_CHECKS
+    from shardviz.target import CHIP_CHECKS
 
     record = RECORDS[case]
     report = compare.shardviz_answer(record)

@@ -77,7 +77,7 @@ def test_other_threads_lines_pass_through_a_compile_that_fails(capfd):
 
 
 def test_lines_written_while_a_tpu_topology_is_described_are_kept(capfd):
-    from shardviz.devices import tpu_topology_devices
+    from shardviz.target.tpu import tpu_topology_devices
 
     tpu_topology_devices.cache_clear()
     capfd.readouterr()

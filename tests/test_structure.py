@@ -27,7 +27,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "shardviz"
 
 BASE = {"errors", "format"}
 VALUES = {"plan", "inputs", "model_scan", "match", "geometry", "layouts", "checks", "devices",
-          "examples", "hardware", "builders"}
+          "examples", "target", "builders"}
 ASSEMBLY = {"report", "analysis", "why", "planner"}
 OUTER = {"cli", "__main__", "multihost", "multihost_worker"}
 

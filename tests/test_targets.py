@@ -15,7 +15,7 @@ from jax.sharding import NamedSharding
 
 import shardviz
 from shardviz import Plan, ShardvizError, examples
-from shardviz.hardware import HARDWARE, collective_seconds, parse_target
+from shardviz.target import HARDWARE, collective_seconds, parse_target
 
 
 def _libtpu() -> bool:
@@ -110,7 +110,7 @@ def test_memory_per_chip_equals_the_tpu_compilers_own():
     plan = examples.megatron_plan()
     build = lambda: examples.mlp(d_model=512, hidden=2048)  # noqa: E731
     report = shardviz.analyze(build, plan, inputs=(16, 512), target="v5e:2x4")
-    assert report.trace is not None and report.target.is_tpu
+    assert report.trace is not None and report.target.hardware.family == "tpu"
     assert "TPU" in report.trace.hlo_text or "T(8,128)" in report.trace.hlo_text  # TPU tiles
     compiled = _direct_compile(report.scan.model, plan, _topology_mesh("v5e:2x4", (2, 4)),
                                (16, 512))
@@ -206,8 +206,8 @@ def test_the_published_hbm_holds_what_the_compiler_allows(family):
     """The table's HBM is the chip's memory in bytes as the compiler counts
     it (the published "GB" of these chips are GiB): never below what the
     compiler lets one program use, and within 5% of it."""
-    from shardviz.devices import tpu_usable_bytes
-    from shardviz.hardware import sold_topologies
+    from shardviz.target import sold_topologies
+    from shardviz.target.tpu import tpu_usable_bytes
 
     topology = sold_topologies(HARDWARE[family])[0]
     usable = tpu_usable_bytes(family, topology)
@@ -269,7 +269,7 @@ def test_a_mesh_that_does_not_match_the_chips_is_a_clear_error():
 def test_a_missing_libtpu_says_how_to_get_it(monkeypatch):
     from jax.experimental import topologies
 
-    from shardviz import devices
+    from shardviz.target import tpu as devices
 
     def refuse(**kwargs):
         raise RuntimeError("Unable to initialize backend 'tpu': no libtpu found")
@@ -324,7 +324,7 @@ def test_two_gpu_nodes_put_the_batch_axis_on_infiniband():
 
 def test_without_a_target_nothing_changes():
     report = shardviz.analyze(examples.mlp, examples.megatron_plan(), inputs=(8, 16))
-    assert report.target.is_cpu and set(report.collectives.network) == {"host"}
+    assert report.target.hardware.family == "cpu" and set(report.collectives.network) == {"host"}
     assert report.collectives.seconds.isna().all() and report.estimate.empty
     assert report.memory["capacity_bytes"].isna().all()
     assert keras.backend.backend() == "jax"
@@ -415,7 +415,7 @@ def test_one_verdict_when_the_compiler_refuses_for_memory(tmp_path, capsys):
 
 
 def test_product_names_are_targets_too():
-    from shardviz.hardware import parse_target
+    from shardviz.target import parse_target
 
     assert parse_target("v5litepod-1").name == "v5e:1x1"
     assert parse_target("v6e-8").name == "v6e:2x4"
@@ -429,8 +429,8 @@ def test_every_product_is_a_slice_of_one_device_per_chip():
     """Each published slice, by its product name: libtpu describes one JAX
     device per chip (v4 and v5p as megacore), on the hosts Cloud TPU gives
     it (one VM for v5litepod-8 and v6e-8)."""
-    from shardviz.devices import tpu_topology_devices
-    from shardviz.hardware import PRODUCT_NAMES
+    from shardviz.target import PRODUCT_NAMES
+    from shardviz.target.tpu import tpu_topology_devices
 
     for product, name in PRODUCT_NAMES.items():
         target = parse_target(product)

@@ -124,7 +124,7 @@ def collectives_html(report) -> str:
     frame = report.collectives
     if frame.empty:
         return "<p>No collectives: every device computes its part alone.</p>"
-    timed = not report.target.is_cpu
+    timed = report.target.timed
     from ..trace.sources import short_file
 
     rows = [[str(i), _e(c["kind"]), f"<code>{_e(c['layer'])}</code>", _e(c["pass"]),

@@ -489,7 +489,7 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     coll_x = dims_x + 0.95 * max_rank + 0.3
     ax = Board(fig, (0.01, 0.01, 0.98, 1 - 0.75 * z / fig.get_figheight()), (0, coll_x + 6.0),
                (0, rows))
-    timed = not report.target.is_cpu
+    timed = report.target.timed
     biggest = max(((c["seconds"] or 0) if timed else c["bytes_per_device"] for c in collectives),
                   default=1) or 1
     names_out, dims_out, marks = [], [], []

@@ -141,7 +141,7 @@ def activations_table(report, max_rows: int | None = 40, width: int | None = Non
 
 
 def collectives_table(report, width: int | None = None):
-    timed = not report.target.is_cpu
+    timed = report.target.timed
     columns = [("#", "right"), ("kind", "left"), ("layer", "left"), ("pass", "left"),
                ("over axes", "left"), ("bytes", "right")]
     if timed:

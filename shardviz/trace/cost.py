@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..geometry import MeshModel
-from ..hardware import collective_seconds
+from ..target import collective_seconds
 from .hlo import Collective
 
 
@@ -31,7 +31,7 @@ def priced(collectives: list[Collective], mesh: MeshModel) -> list[Collective]:
     target = mesh.target
     out = []
     for c in collectives:
-        if target is None or target.is_cpu:
+        if target is None or not target.timed:
             out.append(dataclasses.replace(c, network="host", seconds=None))
             continue
         hardware = target.hardware

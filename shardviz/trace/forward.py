@@ -146,13 +146,13 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
     model_specs = model_input_specs(model)
     specs, concrete_inputs = normalize_inputs(inputs, model_specs)
     check_against_model(specs, model_specs, name)
-    on_chips = mesh.device_list is not None
+    runs_here = mesh.target.can_execute
     if mode is None:
-        mode = ("concrete" if concrete_inputs and not scan.built_by_shardviz and not on_chips
+        mode = ("concrete" if concrete_inputs and not scan.built_by_shardviz and runs_here
                 else "abstract")
     if mode not in ("abstract", "concrete"):
         raise ShardvizError(f"mode must be 'abstract' or 'concrete', got {mode!r}.")
-    if mode == "concrete" and on_chips:
+    if mode == "concrete" and not runs_here:
         raise ShardvizError(
             f"The target {mesh.target.label} is compiled for, not run: there is no TPU here, "
             "so mode='concrete' cannot execute on it.",

@@ -22,12 +22,12 @@ import traitlets
 
 from ..errors import OutOfMemory, ShardvizError
 from ..format import human_bytes
-from ..hardware import parse_target
 from ..model_scan import Scan
 from ..plan import Plan, as_plan
 from ..render.html import collectives_html, problems_html, styled, variables_html
 from ..render.text import fit_text, summary_line
 from ..report import Report
+from ..target import parse_target
 from .common import Guard, error_html, note_html, set_if_changed, show_png
 from .mesh import MeshEditor
 from .rules import RuleEditor
@@ -71,10 +71,9 @@ class Explorer(widgets.VBox):
     def __init__(self, model_or_builder, inputs=None, plan=None, *, auto_run: bool = True,
                  cheap_seconds: float = 1.0, train_step: bool = False, labels=None,
                  target: str | None = None, slices: int = 1):
-        import jax
 
         first = parse_target(target, slices)
-        self.device_count = first.chips if not first.is_cpu else jax.device_count()
+        self.device_count = first.plan_devices()
         start = as_plan(plan) if plan is not None else Plan.data_parallel(self.device_count)
         self.state = ExplorerState(model_or_builder, start, inputs, train_step=train_step,
                                    labels=labels,
@@ -165,11 +164,10 @@ class Explorer(widgets.VBox):
             ShardvizError: for an unknown target, or one the current mesh does
                 not fit (the previous target stays).
         """
-        import jax
 
         self.state.set_target(target, slices)
         new = self.state.target
-        self.device_count = new.chips if not new.is_cpu else jax.device_count()
+        self.device_count = new.plan_devices()
         self.mesh_editor.device_count = self.device_count
         set_if_changed(self.target_box, "value", new.name)
         set_if_changed(self.slices_box, "value", new.slices)

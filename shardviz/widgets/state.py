@@ -26,11 +26,11 @@ from typing import Any
 
 from ..analysis import analyze
 from ..errors import ShardvizError
-from ..hardware import Target, parse_target
 from ..model_scan import Scan
 from ..model_scan import scan as scan_model
 from ..plan import Plan, as_plan
 from ..report import Report
+from ..target import Target, parse_target
 
 
 class ExplorerState:
@@ -79,8 +79,7 @@ class ExplorerState:
 
     # ------------------------------------------------------------ analysis
     def analyze(self, plan: Plan, inputs: Any = None, **kwargs: Any) -> Report:
-        target = None if self.target.is_cpu else self.target
-        return analyze(self.scan, plan, inputs, target=target, **kwargs)
+        return analyze(self.scan, plan, inputs, target=self.target, **kwargs)
 
     @property
     def fresh(self) -> bool:
