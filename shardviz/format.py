@@ -58,3 +58,16 @@ def human_seconds(s: float | None) -> str:
     if s >= 1e-3:
         return f"{s * 1e3:.1f} ms"
     return f"{s * 1e6:.1f} µs"
+
+
+def format_mesh(mesh, times: str = " × ") -> str:
+    """A mesh as its axes and sizes, the one way shardviz writes it in
+    titles and tables (error messages show the mesh as a dict, to copy).
+
+    >>> format_mesh({"batch": 2, "model": 4})
+    'batch=2 × model=4'
+    >>> format_mesh((("batch", 2),), times=" x ")
+    'batch=2'
+    """
+    items = mesh.items() if hasattr(mesh, "items") else mesh
+    return times.join(f"{name}={size}" for name, size in items)

@@ -185,10 +185,14 @@ class Scan:
         """Finds what a rule that matches nothing probably meant."""
         return PathIndex(self.paths)
 
+    @property
+    def model_name(self) -> str:
+        """The model's name, or its class's when it has none."""
+        return model_name(self.model)
+
     def __repr__(self) -> str:
-        name = getattr(self.model, "name", type(self.model).__name__)
         return (
-            f"<Scan {name!r} ({self.kind}): {len(self.variables)} variables, "
+            f"<Scan {self.model_name!r} ({self.kind}): {len(self.variables)} variables, "
             f"{self.param_count:,} parameters, {len(self.outputs)} output paths>"
         )
 
@@ -305,6 +309,12 @@ def forward_lookups(model: Any, input_specs: object) -> list[tuple]:
     return seen
 
 
+def model_name(model: Any) -> str:
+    """A model's name, or its class's when it has none: the one way
+    shardviz names a model."""
+    return getattr(model, "name", None) or type(model).__name__
+
+
 def scan(model_or_builder: Any, inputs: object = None) -> Scan:
     """Scan a built Keras model, or a zero-argument builder of one.
 
@@ -338,7 +348,7 @@ def scan(model_or_builder: Any, inputs: object = None) -> Scan:
             f"{type(model_or_builder).__name__}.",
             hint="Pass the model, or a function such as `lambda: make_model()`.",
         )
-    name = getattr(model, "name", type(model).__name__)
+    name = model_name(model)
     if not model.built:
         raise ShardvizError(
             f"Model {name!r} is not built, so its variables do not exist yet.",

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from .errors import ShardvizError
-from .format import format_spec, human_bytes, human_seconds
+from .format import format_mesh, format_spec, human_bytes, human_seconds
 from .plan import MAX_AXES, MAX_MESH_SIZE, Plan, as_bytes, check_axis_name, check_device_count
 
 if TYPE_CHECKING:
@@ -308,7 +308,7 @@ class Candidate:
 
 
 def _mesh_text(plan: Plan) -> str:
-    return " × ".join(f"{a}={n}" for a, n in plan.mesh_dict.items())
+    return format_mesh(plan.mesh_dict)
 
 
 TABLE_COLUMNS = ["name", "mesh", "rules", "note", "bytes_per_device", "comm_bytes", "seconds",
@@ -763,7 +763,7 @@ def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
             parts = est[est["part"].isin(["compute", "memory", "collectives"])]
             seconds = float(parts["seconds"].max()) if len(parts) else None
         rows.append({
-            "mesh": " × ".join(f"{a}={n}" for a, n in plan.mesh_dict.items()),
+            "mesh": format_mesh(plan.mesh_dict),
             "errors": len(errors), "first_error": errors[0].message if errors else "",
             "bytes_per_device": total, "fits": fits,
             "collective_bytes": int(report.collectives["bytes_per_device"].sum())

@@ -2,15 +2,9 @@
 
 The report is the one object every picture, widget and command reads. It
 holds the plan, the scan, the per-variable layouts and the problems, and
-offers them as pandas DataFrames:
-
-* ``report.variables``: one row per variable (path, shape, dtype, spec,
-  rule, shard_shape, bytes_per_device, replicated_over, ...);
-* ``report.outputs``: one row per layer output path and the rule, if any,
-  that constrains it;
-* ``report.rules``: one row per rule, with how many paths it matches;
-* ``report.devices``: one row per device with its mesh coordinates and bytes;
-* ``report.problems``: severity, kind, path, rule, layer, message, hint.
+offers them as pandas DataFrames (``report.variables``, ``report.rules``,
+... every name in :data:`FRAMES`), each described, row and columns, in
+:mod:`shardviz.schema` and in its own docstring (``help(Report.variables)``).
 
 It displays itself in a notebook (``_repr_html_``) and a terminal
 (``str(report)``, or ``rich.print(report)``).
@@ -20,12 +14,13 @@ from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
 
+from . import schema
 from .checks import memory_parts, needed_bytes
 from .errors import SEVERITIES, OutOfMemory, Problem, ShardvizError
 from .format import plural
@@ -42,52 +37,8 @@ if TYPE_CHECKING:
 
     from .trace import Activation, Trace
 
-VARIABLE_COLUMNS = [
-    "path", "layer", "shape", "dtype", "params", "bytes", "spec", "rule", "match",
-    "also_matched", "shard_shape", "bytes_per_device", "replicated_over", "replicas",
-    "trainable", "status",
-]
-VARIABLE_DTYPES = {c: object for c in VARIABLE_COLUMNS} | {
-    "params": "int64", "bytes": "int64", "bytes_per_device": "int64", "replicas": "int64",
-    "trainable": bool,
-}
-OUTPUT_COLUMNS = ["path", "layer", "layer_class", "rule", "match", "requested_spec"]
-RULE_COLUMNS = ["index", "key", "axes", "kind", "matches", "wins", "status", "level", "feedback",
-                "ranks"]
-PROBLEM_COLUMNS = ["severity", "kind", "path", "rule", "layer", "message", "hint"]
-ACTIVATION_COLUMNS = [
-    "path", "label", "layer", "layer_class", "call", "output", "shape", "dtype", "rule",
-    "requested_spec", "actual_spec", "shard_shape", "bytes_per_device", "honored", "ok", "padded",
-    "partial", "actual_note", "returned_spec",
-]
-COLLECTIVE_COLUMNS = [
-    "kind", "layer", "pass", "axes", "over", "complete", "group_size", "groups", "bytes_per_device",
-    "result_bytes", "operand_bytes", "async", "name", "op_name", "network", "seconds",
-    "source", "source_from", "site", "operands", "crosses_hosts",
-]
-HOST_COLUMNS = ["process", "devices", "device_count", "variable_bytes", "batch_rows",
-                "cross_host_collectives", "cross_host_bytes"]
-MEMORY_COLUMNS = [
-    "device", "variable_bytes", "optimizer_bytes", "input_bytes", "activation_bytes",
-    "argument_bytes", "output_bytes", "temp_bytes", "alias_bytes", "unread_bytes",
-    "total_bytes", "capacity_bytes", "fits", "estimate",
-]
-FRAMES = ("variables", "outputs", "rules", "devices", "hosts", "problems", "activations",
-          "collectives", "memory", "optimizer_variables", "estimate")
-"""Every DataFrame a Report has, by attribute name: what the JSON export
-writes and what every frame test covers."""
-OPTIMIZER_COLUMNS = ["path", "reference", "shape", "dtype", "spec", "shard_shape",
-                     "bytes_per_device"]
-
-
-def _dtype(values: Sequence[object]) -> DTypeLike:
-    if values and all(isinstance(v, bool) for v in values):
-        return bool
-    if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return "int64"
-    if values and all(isinstance(v, float) for v in values):
-        return "float64"
-    return object
+FRAMES = schema.NAMES
+"""Every DataFrame a Report has, by attribute name (see :mod:`shardviz.schema`)."""
 
 
 def _column(values: Sequence[object], dtype: DTypeLike) -> pd.Series | np.ndarray:
@@ -124,15 +75,30 @@ def _stderr_line(line: str | None) -> None:
     _stderr_line.shown = True  # type: ignore[attr-defined]
 
 
-def frame(cols: dict, columns: list, dtypes: dict | None = None) -> pd.DataFrame:
-    """A DataFrame with integer and boolean columns typed, and every other
-    column kept as Python objects (tuples, strings, None), rather than
-    letting pandas turn None into NaN."""
-    dtypes = dtypes or {}
+def frame(cols: Mapping[str, Sequence[object]], name: str, dtypes: dict | None = None,
+          axes: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The frame :mod:`~shardviz.schema` calls ``name``, from ``cols`` (column
+    name to values), each column of the schema's dtype (a nullable one is
+    object when a value is None or there are none) or of ``dtypes[column]``
+    where the builder decides at run time. Text, tuples and None stay Python
+    objects, rather than pandas turning None into NaN.
+
+    >>> frame({"part": ["memory"], "seconds": [0.5], "bound": [True], "source": ["x"]},
+    ...       "estimate").dtypes.astype(str).tolist()
+    ['object', 'float64', 'bool', 'object']
+    """
+    columns = schema.frame(name).by_name(axes)
     return pd.DataFrame(
-        {c: _column(cols[c], dtypes.get(c) or _dtype(cols[c])) for c in columns},
-        columns=columns, copy=False,
+        {c: _column(cols[c], (dtypes or {}).get(c) or _dtype(column, cols[c]))
+         for c, column in columns.items()},
+        columns=list(columns), copy=False,
     )
+
+
+def _dtype(column: schema.Column, values: Sequence[object]) -> DTypeLike:
+    if column.nullable and (not len(values) or any(v is None for v in values)):
+        return object
+    return column.dtype
 
 
 class Report:
@@ -177,21 +143,8 @@ class Report:
 
     # ------------------------------------------------------------ frames
     @functools.cached_property
+    @schema.documented("variables")
     def variables(self) -> pd.DataFrame:
-        """One row per model variable, in Keras's order.
-
-        Columns: ``path`` (the variable path rules match); ``layer`` (its
-        layer's path); ``shape``; ``dtype``; ``params`` (elements); ``bytes``
-        (whole tensor); ``spec`` (the layout Keras applies, padded to the
-        rank, or, for ``status == "error"``, the axes it would refuse);
-        ``rule`` (the winning key, ``"<own layout>"`` when the variable
-        carries one, or None); ``match`` (``"exact"``, ``"regex"``,
-        ``"none"``, ``"conflict"``, ``"error"`` or ``"own"``);
-        ``also_matched`` (other keys that fullmatch it); ``shard_shape``
-        (None for an error); ``bytes_per_device``; ``replicated_over`` (mesh
-        axes that hold copies); ``replicas``; ``trainable``; ``status``
-        (``"sharded"``, ``"replicated"`` or ``"error"``: Keras would raise).
-        """
         rules = self.plan.rules
         layouts = self.variable_layouts
         static = self.scan.variable_columns
@@ -215,19 +168,13 @@ class Report:
         cols["replicated_over"] = [g.replicated_over for g in geoms]
         cols["replicas"] = [g.replicas for g in geoms]
         cols["status"] = [vl.status for vl in layouts]
-        return frame(cols, VARIABLE_COLUMNS, VARIABLE_DTYPES)
+        return frame(cols, "variables")
 
     @functools.cached_property
+    @schema.documented("outputs")
     def outputs(self) -> pd.DataFrame:
-        """One row per layer output path Keras looks up (``<layer>/output``),
-        in call order.
-
-        Columns: ``path``; ``layer``; ``layer_class``; ``rule`` (the key that
-        constrains it, or None); ``match`` (how the key matched);
-        ``requested_spec`` (the axes that rule asks for, or None).
-        """
         rules = self.plan.rules
-        cols: dict[str, list] = {c: [] for c in OUTPUT_COLUMNS}
+        cols: dict[str, list] = {c: [] for c in schema.frame("outputs").names()}
         for ol in self.output_layouts:
             cols["path"].append(ol.info.path)
             cols["layer"].append(ol.info.layer)
@@ -235,26 +182,16 @@ class Report:
             cols["rule"].append(rules[ol.match.rule].key if ol.match.rule is not None else None)
             cols["match"].append(ol.match.how)
             cols["requested_spec"].append(ol.axes)
-        return frame(cols, OUTPUT_COLUMNS)
+        return frame(cols, "outputs")
 
     @functools.cached_property
+    @schema.documented("rules")
     def rules(self) -> pd.DataFrame:
-        """One row per rule of the plan, in order.
-
-        Columns: ``index``; ``key`` (the regex Keras fullmatches); ``axes``;
-        ``kind`` (``"variable"`` or ``"output"``, an ``/output`` key);
-        ``matches`` (paths it fullmatches) and ``wins`` (paths whose layout it
-        sets); ``status`` (``"used"``, ``"unused"``, ``"shadowed"`` by an
-        exact key, ``"conflicted"``, ``"blocked"`` by an invalid key, or
-        ``"invalid"``); ``level`` (``"ok"``, ``"warn"``, ``"error"``) and
-        ``feedback``, the short text an editor shows beside the rule; and
-        ``ranks``, the ranks of the tensors it matches.
-        """
         from .checks import rule_feedback
 
         feedback = rule_feedback(self.plan, self.variable_layouts, self.output_layouts,
                                  self.rule_usage, self.ranks_of)
-        cols: dict[str, list] = {c: [] for c in RULE_COLUMNS}
+        cols: dict[str, list] = {c: [] for c in schema.frame("rules").names()}
         for u, rule, f in zip(self.rule_usage, self.plan.rules, feedback):
             cols["index"].append(u["index"])
             cols["key"].append(rule.key)
@@ -264,7 +201,7 @@ class Report:
                 cols[c].append(u[c])
             for c in ("level", "feedback", "ranks"):
                 cols[c].append(f[c])
-        return frame(cols, RULE_COLUMNS, {"index": "int64", "matches": "int64", "wins": "int64"})
+        return frame(cols, "rules")
 
     def ranks_of(self, key: str) -> list[int]:
         """The ranks of the variables and layer outputs ``key`` fullmatches,
@@ -288,39 +225,26 @@ class Report:
         return list(found)
 
     @functools.cached_property
+    @schema.documented("problems")
     def problems(self) -> pd.DataFrame:
-        """One row per problem, errors first.
-
-        Columns: ``severity`` (``"error"``: Keras would refuse, or the pass
-        failed; ``"warning"``: it runs, but not as meant; ``"info"``);
-        ``kind`` (see ``shardviz.errors.KINDS``); ``path``, ``rule`` and
-        ``layer`` where it applies (else None); ``message``; ``hint`` (what to
-        change).
-        """
-        cols = {c: [getattr(p, c) for p in self.problem_list] for c in PROBLEM_COLUMNS}
-        return frame(cols, PROBLEM_COLUMNS)
+        cols = {c: [getattr(p, c) for p in self.problem_list]
+                for c in schema.frame("problems").names()}
+        return frame(cols, "problems")
 
     @functools.cached_property
+    @schema.documented("devices")
     def devices(self) -> pd.DataFrame:
-        """One row per device of the mesh.
-
-        Columns: ``device`` (its id); ``coords`` (its position in the mesh);
-        one column per mesh axis with its coordinate on that axis;
-        ``variable_bytes`` (the plan's variable bytes on it); ``process``
-        (the host that owns it, see :attr:`hosts`). Every device of
-        a NamedSharding holds one shard of ``shard_shape``, so each variable
-        adds its ``bytes_per_device`` to every device.
-        """
-        per_device = self.variable_bytes_per_device
+        """Every device of a NamedSharding holds one shard of ``shard_shape``,
+        so each variable adds its ``bytes_per_device`` to every device."""
+        axes = tuple(self.mesh.axis_names)
         owner = dict(zip((int(i) for i in self.mesh.device_ids.flat), self.process_of_position))
-        rows = []
-        for device, coords in sorted(self.mesh.coords.items()):
-            row = {"device": device, "coords": coords}
-            row.update(dict(zip(self.mesh.axis_names, coords)))
-            row["variable_bytes"] = per_device
-            row["process"] = owner.get(device, 0)
-            rows.append(row)
-        return pd.DataFrame(rows)
+        placed = sorted(self.mesh.coords.items())
+        cols: dict[str, list] = {"device": [d for d, _ in placed], "coords": [c for _, c in placed]}
+        for i, axis in enumerate(axes):
+            cols[axis] = [c[i] for _, c in placed]
+        cols["variable_bytes"] = [self.variable_bytes_per_device] * len(placed)
+        cols["process"] = [owner.get(d, 0) for d, _ in placed]
+        return frame(cols, "devices", axes=axes)
 
     @functools.cached_property
     def process_of_position(self) -> tuple[int, ...]:
@@ -345,17 +269,8 @@ class Report:
         return max(self.process_of_position) + 1
 
     @functools.cached_property
+    @schema.documented("hosts")
     def hosts(self) -> pd.DataFrame:
-        """One row per process (host) that owns devices of the mesh.
-
-        Columns: ``process``; ``devices`` (the device ids it owns, in mesh
-        order); ``device_count``; ``variable_bytes`` (the sum over its
-        devices of the plan's variable bytes); ``batch_rows`` (the rows of
-        the global batch its devices hold, as ``(start, stop)`` ranges, when
-        the forward pass ran); ``cross_host_collectives`` and
-        ``cross_host_bytes`` (the collectives whose groups include devices
-        of another host, and their bytes per device).
-        """
         ids = [int(i) for i in self.mesh.device_ids.flat]
         owner = self.process_of_position
         per_device = self.variable_bytes_per_device
@@ -379,7 +294,8 @@ class Report:
                 "cross_host_collectives": len(involved.get(process, [])),
                 "cross_host_bytes": int(sum(involved.get(process, []))),
             })
-        return pd.DataFrame(out, columns=HOST_COLUMNS)
+        return frame({c: [row[c] for row in out] for c in schema.frame("hosts").names()},
+                     "hosts")
 
     def _batch_rows_by_position(self) -> dict[int, tuple[int, int]] | None:
         """Per mesh position, the rows of the first input it holds."""
@@ -402,25 +318,11 @@ class Report:
         return out
 
     @functools.cached_property
+    @schema.documented("activations")
     def activations(self) -> pd.DataFrame:
-        """One row per output of every call of every layer in the traced
-        pass, in call order: the layout an ``/output`` rule requested and
-        the one XLA gave it. Empty without a forward pass.
-
-        Columns: ``path`` (``<layer>/output``); ``label`` (the path with the
-        output index and call number when they matter); ``layer``;
-        ``layer_class``; ``call`` (which call of a reused layer); ``output``
-        (which output of a multi-output layer); ``shape``; ``dtype``;
-        ``rule``; ``requested_spec``; ``actual_spec`` (XLA's layout; a dim
-        split over part of an axis shows a ``SubAxis`` such as
-        ``'model:(1)2'``; None when no mesh axes describe it);
-        ``shard_shape``; ``bytes_per_device``; ``honored`` (None when no rule
-        asked); ``ok`` (``""``, ``"yes"``, ``"dropped"`` or ``"uneven"``, the
-        check in words); ``padded`` (XLA pads an uneven split); ``partial``
-        (split over part of an axis); ``actual_note`` (that layout in words);
-        ``returned_spec`` (for a model output, the layout the pass returns).
-        """
-        cols: dict[str, list] = {c: [] for c in ACTIVATION_COLUMNS}
+        """The layout an ``/output`` rule requested and the one XLA gave it.
+        Empty without a forward pass."""
+        cols: dict[str, list] = {c: [] for c in schema.frame("activations").names()}
         for a in (self.trace.activations if self.trace else []):
             ok = {None: "", True: "yes", False: "dropped"}[a.honored]
             if a.uneven and a.honored:
@@ -435,44 +337,14 @@ class Report:
                          ("padded", a.padded), ("partial", a.partial),
                          ("actual_note", a.actual_note), ("returned_spec", a.returned_spec)):
                 cols[c].append(v)
-        return frame(cols, ACTIVATION_COLUMNS, {"output": "int64", "call": "int64",
-                                                "padded": bool, "partial": bool,
-                                                "honored": object})
+        return frame(cols, "activations")
 
     @functools.cached_property
+    @schema.documented("collectives")
     def collectives(self) -> pd.DataFrame:
-        """One row per collective in the compiled program (the forward pass,
-        or the whole train step with ``train_step=True``), read from the
-        compiled HLO. Empty without a forward pass.
-
-        Columns: ``kind`` (``all-reduce``, ``all-gather``,
-        ``reduce-scatter``, ``all-to-all``, ``collective-permute``);
-        ``layer`` (the Keras layer where the layouts meet: the op a gather
-        feeds, or the op whose partial sums a reduction adds up; else the
-        layers its name scope names); ``pass`` (``forward``,
-        ``backward`` or ``update``); ``axes`` (the mesh axes its groups run
-        over); ``over`` (the same in words); ``complete`` (False when groups
-        cover only part of those axes); ``group_size``; ``groups``;
-        ``bytes_per_device`` (the larger of the buffer a device holds before and after
-        it: the gathered size of an all-gather, the reduced size of a reduce-scatter);
-        ``result_bytes``; ``operand_bytes``; ``async``; ``name`` (the HLO
-        instruction); ``op_name`` (its JAX name scope); ``network`` (the
-        link it runs over: ``"ici"`` or ``"dcn"`` on a TPU target,
-        ``"nvlink"`` or ``"infiniband"`` on a GPU target, ``"host"`` on the
-        simulated CPU); ``seconds`` (an estimate from the link's published
-        bandwidth and the cost rules of :func:`shardviz.target.collective_seconds`;
-        None on the CPU); ``source`` (``file:line`` of the Python behind it,
-        from the compiled program's stack frames: a layer's ``call``, or the
-        user's own line); ``source_from`` (whose metadata gave ``source``:
-        ``"itself"``, ``"the op it feeds"`` or ``"the op that feeds it"``);
-        ``site`` (the op_name of the op where the layouts meet); ``operands``
-        (what meets there: variable paths, ``<layer>/output`` for another
-        layer's output, ``input:<name>`` for a model input, ``inside
-        <layer>: <op>`` for a value inside an enclosing layer's call).
-        ``crosses_hosts`` (whether a group holds devices of several
-        processes; see :attr:`hosts`). :meth:`why` explains a row.
-        """
-        cols: dict[str, list] = {c: [] for c in COLLECTIVE_COLUMNS}
+        """Read from the compiled HLO; empty without a forward pass.
+        :meth:`why` explains a row."""
+        cols: dict[str, list] = {c: [] for c in schema.frame("collectives").names()}
         for c in (self.trace.collectives if self.trace else []):
             for k, v in (("kind", c.kind), ("layer", c.layer), ("pass", c.pass_),
                          ("axes", c.axes), ("complete", c.complete),
@@ -487,11 +359,7 @@ class Report:
                          ("site", c.site), ("operands", c.operands),
                          ("crosses_hosts", self._crosses_hosts(c))):
                 cols[k].append(v)
-        return frame(cols, COLLECTIVE_COLUMNS, {
-            "complete": bool, "async": bool, "crosses_hosts": bool,
-            "group_size": "int64", "groups": "int64",
-            "bytes_per_device": "int64", "result_bytes": "int64", "operand_bytes": "int64",
-            "seconds": object})
+        return frame(cols, "collectives")
 
     def _crosses_hosts(self, c: Any) -> bool:
         owner = self.process_of_position
@@ -502,30 +370,9 @@ class Report:
         return any(len({owner[p] for p in group if p < len(owner)}) > 1 for group in c.groups)
 
     @functools.cached_property
+    @schema.documented("memory")
     def memory(self) -> pd.DataFrame:
-        """One row per device: the plan's variable bytes, and XLA's own
-        memory analysis of the compiled program.
-
-        Columns: ``device``; ``variable_bytes`` (the plan's layouts);
-        ``optimizer_bytes`` and ``input_bytes`` (see :attr:`memory_parts`);
-        ``activation_bytes`` (the sum over every layer output: more than is
-        live at once, which XLA's temporaries hold); ``argument_bytes``, ``output_bytes``,
-        ``temp_bytes`` and ``alias_bytes`` (XLA's ``memory_analysis()``);
-        ``unread_bytes`` (arguments the program never reads, which ``jit``
-        drops from it, but which live on the device all the same: an untied
-        output embedding in a forward pass, say); ``total_bytes`` (arguments
-        + unread + outputs + temporaries − aliased: the sum of
-        :attr:`memory_parts`). The
-        XLA columns are None without a forward pass. ``capacity_bytes``: the
-        memory a program may use on the target chip (on TPU the compiler's own
-        figure, a little below the chip's HBM; on GPU the published HBM; None
-        on the simulated CPU); ``fits``: whether
-        the device needs no more than that (``total_bytes``, or the variables
-        alone without a forward pass; None on the CPU); ``estimate``: True
-        when the figures come from a compiler for other devices than the
-        target's (a GPU target, compiled for the simulated CPUs).
-        """
-        cols: dict[str, list] = {c: [] for c in MEMORY_COLUMNS}
+        cols: dict[str, list] = {c: [] for c in schema.frame("memory").names()}
         mem = self.trace.memory if self.trace else None
         parts = self.memory_parts
         activations = sum(a.bytes_per_device or 0 for a in self.trace.activations) \
@@ -551,14 +398,9 @@ class Report:
             cols["fits"].append(False if refused else
                                 None if capacity is None else needed <= capacity)
             cols["estimate"].append(estimate)
-        dtypes = {c: "int64" if mem else object for c in MEMORY_COLUMNS}
-        dtypes["device"] = dtypes["variable_bytes"] = "int64"
-        dtypes["capacity_bytes"] = "int64" if capacity is not None else object
-        dtypes["fits"] = bool if capacity is not None or refused else object
-        if refused:
-            dtypes["total_bytes"] = "int64" if oom is not None and oom.needed else object
-        dtypes["estimate"] = bool
-        return frame(cols, MEMORY_COLUMNS, dtypes)
+        # A refused program without the compiler's figure: the variables alone, a lower bound.
+        dtypes = {"total_bytes": object} if oom is not None and not oom.needed else {}
+        return frame(cols, "memory", dtypes)
 
     @property
     def fits(self) -> bool | None:
@@ -595,7 +437,7 @@ class Report:
 
     @property
     def model_name(self) -> str:
-        return getattr(self.scan.model, "name", None) or type(self.scan.model).__name__
+        return self.scan.model_name
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -604,40 +446,25 @@ class Report:
         return tuple(self.scan.notes)
 
     @functools.cached_property
+    @schema.documented("optimizer_variables")
     def optimizer_variables(self) -> pd.DataFrame:
-        """With ``train_step=True``: one row per optimizer slot and its layout,
-        which Keras takes from the variable it mirrors. Empty otherwise.
-
-        Columns: ``path`` (the slot's path, e.g. ``adam/up_kernel_momentum``);
-        ``reference`` (the model variable it mirrors, whose layout it takes,
-        or None for a slot such as the step counter, which the rules lay
-        out); ``shape``; ``dtype``; ``spec``; ``shard_shape``;
-        ``bytes_per_device``.
-        """
-        cols: dict[str, list] = {c: [] for c in OPTIMIZER_COLUMNS}
+        """Keras lays a slot out as the variable it mirrors. Empty without ``train_step=True``."""
+        names = schema.frame("optimizer_variables").names()
+        cols: dict[str, list] = {c: [] for c in names}
         for o in (self.trace.optimizer_variables if self.trace else []):
-            for c in OPTIMIZER_COLUMNS:
+            for c in names:
                 cols[c].append(getattr(o, c))
-        return frame(cols, OPTIMIZER_COLUMNS, {"bytes_per_device": "int64"})
+        return frame(cols, "optimizer_variables")
 
     @functools.cached_property
+    @schema.documented("estimate")
     def estimate(self) -> pd.DataFrame:
-        """How long one step takes on the target, and what bounds it: one row
-        per bound, every figure an estimate unless ``source`` says the
-        compiler gave it.
-
-        Columns: ``part`` (``"compute"``: flops / peak flops; ``"memory"``:
-        bytes accessed / HBM bandwidth; ``"collectives"``: the sum of
-        ``report.collectives.seconds``; ``"compiler"``: the TPU compiler's own
-        ``optimal_seconds``, when it gives one); ``seconds``; ``bound`` (True
-        for the largest of compute, memory and collectives: what limits the
-        step); ``source`` (the formula, or the compiler). Empty without a
-        forward pass or on the simulated CPU.
-        """
-        columns = ["part", "seconds", "bound", "source"]
+        """Every figure is an estimate unless ``source`` says the compiler
+        gave it. Empty without a forward pass or on the simulated CPU."""
+        columns = schema.frame("estimate").names()
         hardware = self.target.hardware
         if self.trace is None or not self.target.timed:
-            return pd.DataFrame(columns=columns)
+            return frame({c: [] for c in columns}, "estimate")
         mem = self.trace.memory
         flops, accessed = mem.get("flops"), mem.get("bytes_accessed")
         rows = []
@@ -657,7 +484,7 @@ class Report:
         if mem.get("optimal_seconds") is not None:
             rows.append(["compiler", mem["optimal_seconds"], False,
                          f"the {hardware.name} compiler's optimal_seconds"])
-        return pd.DataFrame(rows, columns=columns)
+        return frame({c: [r[i] for r in rows] for i, c in enumerate(columns)}, "estimate")
 
     @property
     def estimate_checked(self) -> str:

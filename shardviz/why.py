@@ -363,7 +363,9 @@ def _kernel_contracted(row, meetings: list[Meeting]) -> tuple[Meeting, list[int]
     return None
 
 
-def _why_text(report: Report, row, meetings: list[Meeting]) -> str:
+def _why_text(report: Report, row, meetings: list[Meeting]) -> tuple[str, bool]:
+    """What is communicated and why, in words; and whether the collective
+    is the price of splitting a contraction (row parallelism)."""
     kind, layer = row["kind"], row["layer"] or "?"
     axes = tuple(row["axes"])
     over = ", ".join(f"`{a}`" for a in axes) or "the devices"
@@ -371,6 +373,7 @@ def _why_text(report: Report, row, meetings: list[Meeting]) -> str:
     primitive = re.sub(r"[()]", "", str(row["site"]).rsplit("/", 1)[-1]) if row["site"] \
         else "an op"
     lines = []
+    split_contraction = False
     if meetings:
         lines.append(f"At `{layer}` ({primitive}) these layouts meet: "
                      + "; ".join(m.describe() for m in meetings) + ".")
@@ -391,6 +394,7 @@ def _why_text(report: Report, row, meetings: list[Meeting]) -> str:
                 f"{krule} splits that dim over {over} but the input arrives whole there, so "
                 f"XLA all-gathers the kernel ({size} per device).")
         elif kind in ("all-reduce", "reduce-scatter") and x_split and k_split:
+            split_contraction = True
             lines.append(
                 f"`{layer}` contracts dim {xd} of `{x.name}` with dim {kd} of `{kernel.name}`, "
                 f"and both are split over {over} ({krule}): each device holds a partial sum, "
@@ -404,6 +408,7 @@ def _why_text(report: Report, row, meetings: list[Meeting]) -> str:
             kernel, dims = kernel_dims
             split = [d for d in dims if d in _split_dims(kernel.spec, axes)]
             if split:
+                split_contraction = True
                 krule = _rule(kernel.rule, kernel.rule_index) if kernel.rule else NO_RULE
                 lines.append(
                     f"`{layer}` contracts over dim {split[0]} of `{kernel.name}`, which {krule} "
@@ -421,7 +426,7 @@ def _why_text(report: Report, row, meetings: list[Meeting]) -> str:
             "device). This is the price of data parallelism.")
     if len(lines) < 2:
         lines.append(_generic(kind, over, size, layer))
-    return "\n".join(lines)
+    return "\n".join(lines), split_contraction
 
 
 def _generic(kind: str, over: str, size: str, layer: str) -> str:
@@ -571,7 +576,7 @@ def explain_collective(report: Report, which: object, *, search: bool = True,
     compile), and the explanation says so."""
     index, row = _row(report, which)
     meetings = _meetings(report, tuple(row["operands"]))
-    text = _why_text(report, row, meetings)
+    text, split_contraction = _why_text(report, row, meetings)
     result = _constrained_result(report, row) if row["pass"] == "forward" else None
     if result is not None:
         text = (f"At `{row['layer'] or '?'}`, {result.describe()}, so XLA must produce that "
@@ -604,7 +609,7 @@ def explain_collective(report: Report, which: object, *, search: bool = True,
                       "an /output rule.")
         if compared.note:
             reason = compared.note
-        if row["kind"] in ("all-reduce", "reduce-scatter") and "price of splitting" in text:
+        if split_contraction:
             reason = ("None of the local changes helps: this reduction is the price of "
                       "splitting the contraction. Removing it means replicating the kernel "
                       "(more bytes on every device) or gathering the input (more communication)."

@@ -100,5 +100,5 @@ def test_a_cross_slice_all_gather_counts_the_gathered_buffer_it_receives():
 def test_a_cross_slice_permute_is_a_documented_kind():
     text = _transfer("send", "send.3", "bf16[8,128]", "ONE_TO_ONE", "cp.1_0")
     (c,) = hlo.collectives(text, ("data",), (2,))
-    assert c.kind == "collective-permute" and c.kind in hlo.KINDS
-    assert set(hlo.MEGASCALE_KINDS.values()) <= set(hlo.KINDS)
+    assert c.kind == "collective-permute" and c.kind in hlo.COLLECTIVE_KINDS
+    assert set(hlo.MEGASCALE_KINDS.values()) <= set(hlo.COLLECTIVE_KINDS)

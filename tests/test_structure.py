@@ -8,7 +8,7 @@ Layers, lowest first (docs/ARCHITECTURE.md):
 2. values and checks: plan, inputs, model_scan, match, geometry, layouts,
    checks, devices, examples
 3. trace: ``trace/*``
-4. assembly: ``report``, ``analysis``, ``why``, ``planner``
+4. assembly: ``report``, ``schema``, ``analysis``, ``why``, ``planner``
 5. render: ``render/*``
 6. outer: ``widgets/*``, ``cli``, ``__main__``, ``multihost``, ``multihost_worker``
 
@@ -28,7 +28,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "shardviz"
 BASE = {"errors", "format"}
 VALUES = {"plan", "inputs", "model_scan", "match", "geometry", "layouts", "checks", "devices",
           "examples", "target", "builders"}
-ASSEMBLY = {"report", "analysis", "why", "planner"}
+ASSEMBLY = {"report", "schema", "analysis", "why", "planner"}
 OUTER = {"cli", "__main__", "multihost", "multihost_worker"}
 
 

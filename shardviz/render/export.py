@@ -18,7 +18,7 @@ import json
 
 import pandas as pd
 
-from .. import __version__
+from .. import __version__, schema
 from ..errors import ShardvizError
 
 SCHEMA = "shardviz.report"
@@ -36,7 +36,8 @@ def _plain(value):
 
 
 def report_to_dict(report) -> dict:
-    """Everything in the report, as plain data."""
+    """Everything in the report, as plain data: every frame of
+    :mod:`shardviz.schema`, with its columns, dtypes and rows."""
     data = {
         "format": SCHEMA, "version": 1, "shardviz": __version__,
         "summary": _plain_dict(report.summary()), "plan": report.plan.to_dict(),
@@ -48,9 +49,7 @@ def report_to_dict(report) -> dict:
         data["trace"] = {"mode": report.trace.mode, "train_step": report.trace.train_step,
                          "memory": report.trace.memory, "seconds": report.trace.seconds}
     data["explanations"] = [explanation_dict(e) for _, e in sorted(report.explained.items())]
-    from ..report import FRAMES
-
-    for name in FRAMES:
+    for name in schema.NAMES:
         frame = getattr(report, name)
         data["frames"][name] = {
             "columns": list(frame.columns),

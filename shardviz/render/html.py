@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 import html
+import string
 
 from ..format import format_spec, human_bytes, human_seconds
+from .palette import STATUS_COLOURS
 from .text import summary_line
 
-CSS = """
+CSS = string.Template("""
 <style>
 .shardviz-report { font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px; }
 .shardviz-report table { border-collapse: collapse; margin: 4px 0 10px 0; }
 .shardviz-report table th, .shardviz-report table td { padding: 2px 8px; text-align: left;
   border-bottom: 1px solid #ddd; vertical-align: top; }
 .shardviz-report th { background: #f3f3f3; }
-.shardviz-report .sv-error { color: #b00020; font-weight: 600; }
-.shardviz-report .sv-warning { color: #8a5a00; }
-.shardviz-report .sv-info { color: #005a8a; }
-.shardviz-report .sv-sharded { color: #1b7f3b; }
+.shardviz-report .sv-error { color: $error; font-weight: 600; }
+.shardviz-report .sv-warning { color: $warning; }
+.shardviz-report .sv-info { color: $info; }
+.shardviz-report .sv-sharded { color: $ok; }
 .shardviz-report tr.sv-row-error td { background: #fdecee; }
 .shardviz-report tr.sv-row-warning td { background: #fff6e0; }
 .shardviz-report code { font-size: 12px; }
 .shardviz-report code:empty { display: none; }
 .shardviz-report summary { cursor: pointer; font-weight: 600; margin: 4px 0; }
 </style>
-"""
+""").substitute(STATUS_COLOURS)
 
 
 def styled(inner: str) -> str:

@@ -20,9 +20,16 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..errors import ShardvizError
-from ..format import format_spec, human_bytes, human_seconds
+from ..format import format_mesh, format_spec, human_bytes, human_seconds
 from ..model_scan import layer_path
-from .palette import KIND_COLOURS, NETWORK_COLOURS, STACK_COLOURS, device_style, text_colour
+from .palette import (
+    FIGURE_STATUS_COLOURS,
+    KIND_COLOURS,
+    NETWORK_COLOURS,
+    STACK_COLOURS,
+    device_style,
+    text_colour,
+)
 from .tiles import TileLayout, tile_layout
 
 DPI = 80
@@ -357,7 +364,7 @@ def mesh_figure(mesh, host_of: dict | None = None) -> ShardvizFigure:
             ax.text(ox - 0.12, oy + rows / 2, row_name + " →", ha="right", va="center",
                     rotation=90, fontsize=8)
     ax.labels(texts_axes)
-    title = "mesh " + " × ".join(f"{n}={s}" for n, s in zip(names, shape))
+    title = "mesh " + format_mesh(zip(names, shape))
     title += f"  ({mesh.size} devices{', abstract' if mesh.abstract else ''})"
     header(fig, [(title, 10, "bold", "black")])
     return fig
@@ -411,8 +418,8 @@ def memory_figure(report) -> ShardvizFigure:
     if capacity is not None:
         fits = bool(row["fits"])
         estimate = " (estimate)" if row["estimate"] else ""
-        ax.axhline(capacity / scale, color="#1b7f3b" if fits else "#CC3311", linewidth=1.5,
-                   linestyle="--",
+        ax.axhline(capacity / scale, color=FIGURE_STATUS_COLOURS["ok" if fits else "error"],
+                   linewidth=1.5, linestyle="--",
                    label=f"{report.target.hardware.name} capacity: {human_bytes(capacity)}"
                    f" — {'fits' if fits else 'does not fit'}{estimate}")
     ax.set_xticks(range(len(labels)))
@@ -446,7 +453,7 @@ def _unit(largest: float) -> tuple[float, str]:
 
 
 def _plan_line(report) -> str:
-    mesh = " × ".join(f"{k}={v}" for k, v in report.plan.mesh_dict.items())
+    mesh = format_mesh(report.plan.mesh_dict)
     what = report.pass_name or "variables only (no forward pass)"
     return f"{report.model_name} on {mesh}: {what}"
 
@@ -509,8 +516,8 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
             dims_out.append((x + 0.44, i + 0.5, label, "white" if names else "#333333", 6 * z))
         if a.honored is False:
             ax.add_patch(Rectangle((dims_x - 0.05, i + 0.06), 0.95 * len(a.shape) + 0.02, 0.88,
-                                   fill=False, edgecolor="#CC3311", linewidth=1.6))
-            dims_out.append((coll_x - 0.1, i + 0.5, "✗", "#CC3311", 9 * z))
+                                   fill=False, edgecolor=FIGURE_STATUS_COLOURS["error"], linewidth=1.6))
+            dims_out.append((coll_x - 0.1, i + 0.5, "✗", FIGURE_STATUS_COLOURS["error"], 9 * z))
         marks += _draw_collectives(ax, by_layer.get(i, []), coll_x, i, biggest, timed=timed,
                                    zoom=z)
     if unplaced:
@@ -562,7 +569,7 @@ def _draw_collectives(ax, collectives, x, row, biggest, per_row: int = 2, width:
         number = f"#{c['index']} " if "index" in c else ""
         labels.append((cx + 0.25, row + 0.5,
                        f"{number}{c['kind']} {axes} {human_bytes(c['bytes_per_device'])}"
-                       f"{when}{tag}{fix}", "#1b7f3b" if fix else "black", 6 * zoom))
+                       f"{when}{tag}{fix}", FIGURE_STATUS_COLOURS["ok"] if fix else "black", 6 * zoom))
     if len(collectives) > per_row:
         labels.append((x + 0.25 + per_row * width, row + 0.5, f"+{len(collectives) - per_row}",
                        "black", 6 * zoom))
@@ -671,7 +678,7 @@ def grid_figure(report, paths=None, columns: int = 5) -> ShardvizFigure:
         g = report.geometry(path)
         layout = tile_layout(g.shape, g.indices())
         titles.append((gx + 0.5, gy + 0.1, _two_lines(path, chars),
-                       "#CC3311" if status.get(path) == "error" else "black", 9))
+                       FIGURE_STATUS_COLOURS["error"] if status.get(path) == "error" else "black", 9))
         titles.append((gx + 0.5, gy + 0.235, f"{g.shape} {format_spec(g.spec)}", "#444444", 7.5))
         panel = layout.panels[0]
         _draw_panel(ax, layout, panel, gx + 0.06, gy + 0.3, 0.88, 0.65, coords, 7.5,
@@ -703,12 +710,12 @@ def sweep_figure(frame) -> ShardvizFigure:
     for x, good, errors in zip(xs, ok, frame["errors"]):
         if not good:
             ax.text(float(x), 0.02 * largest / scale, f"{errors} error{'s' if errors != 1 else ''}",
-                    ha="center", va="bottom", color="#CC3311", fontsize=8, rotation=90)
+                    ha="center", va="bottom", color=FIGURE_STATUS_COLOURS["error"], fontsize=8, rotation=90)
     if "fits" in frame and frame["fits"].notna().any():
         for x, fits in zip(xs, frame["fits"]):
             if fits is False:
                 ax.text(float(x), largest / scale, "does not fit", ha="center", va="top",
-                        color="#CC3311", fontsize=7, rotation=90)
+                        color=FIGURE_STATUS_COLOURS["error"], fontsize=7, rotation=90)
     ax.set_xticks(xs)
     ax.set_xticklabels(frame["mesh"], fontsize=7, rotation=20, ha="right")
     ax.set_ylabel(unit, fontsize=8)

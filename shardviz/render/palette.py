@@ -46,6 +46,20 @@ STACK_COLOURS = {
 }
 
 
+STATUS_COLOURS = {
+    "ok": "#1b7f3b",
+    "warning": "#8a5a00",
+    "error": "#b00020",
+    "info": "#005a8a",
+}
+"""Text colours of a status (a fine rule, a warning, an error, a note), in
+every report, widget and message; dark enough to read on white."""
+
+FIGURE_STATUS_COLOURS = {"ok": "#1b7f3b", "error": "#CC3311"}
+"""A status in figures (a chip's capacity line, a failing mesh or tensor):
+the error red is the one of :data:`NETWORK_COLOURS`'s slow links."""
+
+
 def device_style(device: int) -> tuple[str, str]:
     """``(face colour, hatch)`` of a device id."""
     return HUES[device % len(HUES)], HATCHES[(device // len(HUES)) % len(HATCHES)]

@@ -6,7 +6,7 @@ import io
 import os
 from typing import TYPE_CHECKING, cast
 
-from ..format import format_spec, human_bytes, human_seconds, plural
+from ..format import format_mesh, format_spec, human_bytes, human_seconds, plural
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -25,7 +25,7 @@ def _shape(shape) -> str:
 
 def summary_line(report) -> str:
     s = report.summary()
-    mesh = " x ".join(f"{k}={v}" for k, v in s["mesh"].items())
+    mesh = format_mesh(s["mesh"], times=" x ")
     abstract = " (abstract)" if s["abstract_mesh"] else ""
     if s.get("target", "cpu") != "cpu":
         abstract += f" of {s['target']}"

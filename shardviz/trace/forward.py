@@ -126,7 +126,7 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
     import jax
 
     model = scan.model
-    name = getattr(model, "name", type(model).__name__)
+    name = scan.model_name
     if mesh.abstract and jax.device_count() >= plan.mesh_size:
         raise ShardvizError(
             f"The mesh {plan.mesh_dict} was made abstract (abstract_mesh=True), and nothing "

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import ShardvizError
 
-KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
 DTYPE_BYTES = {
     "pred": 1, "s2": 1, "u2": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2,
@@ -54,7 +54,7 @@ class Collective:
     """One collective in a compiled program.
 
     Attributes:
-        kind: one of :data:`KINDS`.
+        kind: one of :data:`COLLECTIVE_KINDS`.
         name: the HLO instruction name.
         async_: True for an async ``-start`` (its ``-done`` is not counted).
         result_bytes: the size of its result on each device.
@@ -387,7 +387,7 @@ def collectives(hlo_text: str, axis_names, mesh_shape) -> list[Collective]:
                 _first_element_bytes(m.group("shape"))
             continue
         base = op[:-6] if op.endswith("-start") else op
-        if base not in KINDS or op.endswith("-done"):
+        if base not in COLLECTIVE_KINDS or op.endswith("-done"):
             continue
         found.append((m, base, op.endswith("-start")))
     out = []
@@ -430,7 +430,7 @@ MEGASCALE_KINDS = {"ALL_REDUCE": "all-reduce", "ALL_GATHER": "all-gather",
                    "REDUCE_SCATTER": "reduce-scatter", "ALL_TO_ALL": "all-to-all",
                    "ONE_TO_ONE": "collective-permute",
                    "COLLECTIVE_PERMUTE": "collective-permute"}
-"""The multi-slice runtime's transfer types, as :data:`KINDS`: a
+"""The multi-slice runtime's transfer types, as :data:`COLLECTIVE_KINDS`: a
 ``ONE_TO_ONE`` transfer sends each chip's buffer to one chip of another
 slice, which is what a collective-permute does."""
 
