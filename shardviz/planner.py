@@ -585,16 +585,13 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
                                                       else "no pass"))
                 continue
             c.report, c.compiled, c.tight = full, True, False
-            mem = full.memory
-            c.bytes_per_device = int(mem["total_bytes"].max()) if len(mem) else c.bytes_per_device
-            c.comm_bytes = int(full.collectives["bytes_per_device"].sum()) \
-                if len(full.collectives) else 0
-            if len(mem) and "fits" in mem and mem["fits"].notna().any():
-                c.fits = bool(mem["fits"].all())
-            est = full.estimate
-            if len(est):
-                parts = est[est["part"].isin(["compute", "memory", "collectives"])]
-                c.seconds = float(parts["seconds"].max()) + 0.0 if len(parts) else None
+            totals = full.totals
+            c.bytes_per_device = totals.bytes_per_device
+            c.comm_bytes = totals.collective_bytes or 0
+            if totals.fits is not None:
+                c.fits = totals.fits
+            if totals.step_seconds is not None:
+                c.seconds = totals.step_seconds
             if budget is not None and c.bytes_per_device > budget:
                 continue
             confirmed.append(c)
@@ -750,25 +747,13 @@ def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
         report = analyze(scan, plan, inputs=inputs, train_step=train_step, target=target,
                          labels=labels)
         errors = report.errors
-        compiled = report.trace is not None
-        mem = report.memory
-        total = int(mem["total_bytes"].max()) if compiled and len(mem) else \
-            report.variable_bytes_per_device
-        fits = None
-        if len(mem) and mem["fits"].notna().any():
-            fits = bool(mem["fits"].all())
-        seconds = None
-        est = report.estimate
-        if len(est):
-            parts = est[est["part"].isin(["compute", "memory", "collectives"])]
-            seconds = float(parts["seconds"].max()) if len(parts) else None
+        totals = report.totals
         rows.append({
             "mesh": format_mesh(plan.mesh_dict),
             "errors": len(errors), "first_error": errors[0].message if errors else "",
-            "bytes_per_device": total, "fits": fits,
-            "collective_bytes": int(report.collectives["bytes_per_device"].sum())
-            if compiled else None,
-            "seconds": seconds, "compiled": compiled,
+            "bytes_per_device": totals.bytes_per_device, "fits": totals.fits,
+            "collective_bytes": totals.collective_bytes,
+            "seconds": totals.step_seconds, "compiled": totals.compiled,
         })
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
 

@@ -12,6 +12,7 @@ It displays itself in a notebook (``_repr_html_``) and a terminal
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 from collections.abc import Callable, Mapping, Sequence
@@ -99,6 +100,46 @@ def _dtype(column: schema.Column, values: Sequence[object]) -> DTypeLike:
     if column.nullable and (not len(values) or any(v is None for v in values)):
         return object
     return column.dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class Totals:
+    """A report's totals, computed once: what ``summary()``, the planner,
+    sweep, the fix search and the CLI read instead of adding frames up
+    themselves."""
+
+    bytes_per_device: int
+    """The most any device needs: the compiled program's total (or the
+    compiler's own figure when it refused the program), else the variables
+    alone."""
+    variable_bytes_per_device: int
+    compiled: bool
+    """Whether a pass (or train step) was compiled."""
+    collectives: int | None
+    """How many collectives the compiled program has; None untraced."""
+    collective_bytes: int | None
+    """Their bytes per device, summed; None untraced."""
+    step_seconds: float | None
+    """The step-time estimate's bound (the largest of compute, memory and
+    collectives), or None where no step time applies."""
+    fits: bool | None
+    """The one verdict (``Report.fits``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshView:
+    """What renderers, widgets and notebooks read of a report's mesh: a
+    frozen view, so that nothing outside the core holds JAX's mesh."""
+
+    axis_names: tuple[str, ...]
+    shape: tuple[int, ...]
+    size: int
+    abstract: bool
+    """Whether the mesh has no devices here (layouts are exact; nothing runs)."""
+    coords: dict[int, tuple[int, ...]]
+    """Device id to its coordinates in the mesh."""
+    slice_of_position: tuple[int, ...]
+    """Per mesh position (flat), the slice (or node) it is in."""
 
 
 class Report:
@@ -435,6 +476,46 @@ class Report:
             return None
         return f"{self.trace.mode} {'train step' if self.trace.train_step else 'forward pass'}"
 
+    @functools.cached_property
+    def mesh_view(self) -> MeshView:
+        """The mesh as renderers and widgets read it (:class:`MeshView`)."""
+        m = self.mesh
+        return MeshView(tuple(m.axis_names), tuple(m.shape), m.size, m.abstract,
+                        dict(m.coords), tuple(m.slice_of_position))
+
+    @property
+    def rule_paths(self) -> tuple[str, ...]:
+        """Every path a rule can match: variable paths, then output paths."""
+        return self.scan.paths
+
+    @property
+    def step_setup(self) -> Any:
+        """With ``train_step=True``: the loss, optimizer and labels the train
+        step was compiled with (a ``StepSetup``, with ``describe()``); else None."""
+        return self.trace.step_setup if self.trace is not None else None
+
+    @property
+    def pass_mode(self) -> str | None:
+        """``"abstract"`` or ``"concrete"``: how the pass was traced; None untraced."""
+        return self.trace.mode if self.trace is not None else None
+
+    @property
+    def hlo_text(self) -> str:
+        """The compiled program's HLO text ("" untraced)."""
+        return self.trace.hlo_text if self.trace is not None else ""
+
+    @property
+    def xla_memory(self) -> dict | None:
+        """XLA's own memory and cost analysis of the compiled program
+        (``argument_bytes``, ``output_bytes``, ``temp_bytes``, ``alias_bytes``,
+        ``unread_bytes``, ``flops``, ...), a copy; None untraced."""
+        return dict(self.trace.memory) if self.trace is not None else None
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """Seconds each stage of the pass took (``forward_compile``, ...), a copy."""
+        return dict(self.trace.seconds) if self.trace is not None else {}
+
     @property
     def model_name(self) -> str:
         return self.scan.model_name
@@ -536,6 +617,27 @@ class Report:
     @property
     def variable_bytes(self) -> int:
         return sum(vl.geometry.bytes for vl in self.variable_layouts)
+
+    @functools.cached_property
+    def totals(self) -> Totals:
+        """The report's totals (:class:`Totals`), computed once."""
+        mem = self.memory
+        compiled = self.trace is not None
+        needed = mem["total_bytes"].dropna() if len(mem) else mem["total_bytes"]
+        peak = int(needed.max()) if len(needed) else self.variable_bytes_per_device
+        collectives = self.collectives if compiled else None
+        est = self.estimate
+        parts = est[est["part"].isin(["compute", "memory", "collectives"])] if len(est) else est
+        return Totals(
+            bytes_per_device=peak,
+            variable_bytes_per_device=self.variable_bytes_per_device,
+            compiled=compiled,
+            collectives=len(collectives) if collectives is not None else None,
+            collective_bytes=(int(collectives["bytes_per_device"].sum())
+                              if collectives is not None and len(collectives) else
+                              0 if collectives is not None else None),
+            step_seconds=float(parts["seconds"].max()) if len(parts) else None,
+            fits=self.fits)
 
     @property
     def errors(self) -> list[Problem]:
@@ -807,7 +909,7 @@ class Report:
             counts[p.severity] += 1
         statuses = [vl.status for vl in self.variable_layouts]
         return {
-            "model": getattr(self.scan.model, "name", "?"),
+            "model": self.model_name,
             "mesh": self.plan.mesh_dict,
             "devices": self.mesh.size,
             "abstract_mesh": self.mesh.abstract,
@@ -821,10 +923,9 @@ class Report:
             "variable_bytes_per_device": self.variable_bytes_per_device,
             "problems": counts,
             "traced": self.trace.mode if self.trace else None,
-            "collectives": len(self.trace.collectives) if self.trace else None,
-            "collective_bytes": sum(c.bytes_per_device for c in self.trace.collectives)
-            if self.trace else None,
-            "fits": self.fits,
+            "collectives": self.totals.collectives,
+            "collective_bytes": self.totals.collective_bytes,
+            "fits": self.totals.fits,
         }
 
     def _repr_html_(self) -> str:

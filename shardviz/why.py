@@ -521,10 +521,6 @@ def _candidates(report: Report, row, meetings: list[Meeting]) -> list[tuple[str,
     return out[:MAX_CANDIDATES]
 
 
-def _comm(c: pd.DataFrame) -> int:
-    return int(c["bytes_per_device"].sum()) if len(c) else 0
-
-
 def _at_site(c: pd.DataFrame, kind: str, layer: str) -> int:
     if not len(c):
         return 0
@@ -623,7 +619,7 @@ def explain_collective(report: Report, which: object, *, search: bool = True,
     what = ("Forward-pass communication per device (the train step was not recompiled: "
             "analyse the fix with train_step=True for its whole cost)"
             if compared.screened else "Communication per device")
-    cost = [f"{what}: {human_bytes(_comm(compared.collectives))} → "
+    cost = [f"{what}: {human_bytes(compared.comm_bytes)} → "
             f"{human_bytes(best.comm_bytes or 0)}; it "
             f"{_changes(compared.collectives, best.report.collectives)}."]
     before = report.variable_bytes_per_device
@@ -642,6 +638,8 @@ class _Base:
     collectives, or on a train step those of its plan's forward pass."""
 
     collectives: pd.DataFrame
+    comm_bytes: int
+    """The collectives' bytes per device, from the report's totals."""
     variable_bytes: int
     screened: bool
     note: str = ""
@@ -687,12 +685,15 @@ def _try_all(report: Report, row, meetings: list[Meeting],
         args.pop("optimizer", None)
         tell(1, "compiling this plan's forward pass")
         own = _analyse(report, report.plan, args)
-        base = _Base(own.collectives, report.variable_bytes_per_device, True)
+        base = _Base(own.collectives, own.totals.collective_bytes or 0,
+                     report.variable_bytes_per_device, True)
         if own.trace is None:  # compare whole train steps, then
             args = dict(report.arguments, mode="abstract", progress=None)
-            base = _Base(report.collectives, report.variable_bytes_per_device, False)
+            base = _Base(report.collectives, report.totals.collective_bytes or 0,
+                         report.variable_bytes_per_device, False)
     else:
-        base = _Base(report.collectives, report.variable_bytes_per_device, False)
+        base = _Base(report.collectives, report.totals.collective_bytes or 0,
+                     report.variable_bytes_per_device, False)
     before_site = _at_site(base.collectives, row["kind"], row["layer"])
     if base.screened and before_site == 0:
         base.note = (f"The forward pass alone has no {row['kind']} at `{row['layer']}`: the "
@@ -700,7 +701,7 @@ def _try_all(report: Report, row, meetings: list[Meeting],
                      "so forward passes cannot judge a change to it, and a train step per "
                      "change costs too much to search.")
         return base, []
-    comm_before = _comm(base.collectives)
+    comm_before = base.comm_bytes
     out = []
     for i, (change, plan) in enumerate(candidates, start=1 + screened):
         tell(i, f"trying {change}")
@@ -714,7 +715,7 @@ def _try_all(report: Report, row, meetings: list[Meeting],
             msg = after.trace_error.message if after.trace_error else "the pass did not run"
             out.append(Tried(change, plan, f"does not compile: {msg}"))
             continue
-        comm = _comm(after.collectives)
+        comm = after.totals.collective_bytes or 0
         at_site = _at_site(after.collectives, row["kind"], row["layer"])
         # A fix removes or shrinks this collective and lowers the total
         # communication; swapping it for an equal one elsewhere is no fix.

@@ -23,7 +23,7 @@ def explain_path(report, path: str) -> str:
         text = f"{head}: " + _how(vl.match, rules, path, report, output=False)
     if vl.error is not None:
         return text + f" Keras cannot apply it: {vl.error.message}."
-    n = report.mesh.size
+    n = report.mesh_view.size
     text += f" Layout {format_spec(g.spec)}: each of the {n} devices holds {g.shard_shape} "
     text += f"({human_bytes(g.bytes_per_device)} of {human_bytes(g.bytes)})"
     if g.replicated_over and g.replicas > 1:

@@ -45,9 +45,9 @@ def report_to_dict(report) -> dict:
         "trace_error": report.trace_error.message if report.trace_error else None,
         "frames": {},
     }
-    if report.trace is not None:
-        data["trace"] = {"mode": report.trace.mode, "train_step": report.trace.train_step,
-                         "memory": report.trace.memory, "seconds": report.trace.seconds}
+    if report.pass_mode is not None:
+        data["trace"] = {"mode": report.pass_mode, "train_step": report.step_setup is not None,
+                         "memory": report.xla_memory, "seconds": report.timings}
     data["explanations"] = [explanation_dict(e) for _, e in sorted(report.explained.items())]
     for name in schema.NAMES:
         frame = getattr(report, name)
@@ -87,13 +87,13 @@ def frames_from_json(text: str) -> dict[str, pd.DataFrame]:
         data = json.loads(text)
     except ValueError as e:
         raise ShardvizError(f"This is not JSON: {e}.",
-                            hint="Pass the text that `shardviz MODEL --json` wrote.") from None
+                            hint="Pass the text that `shardviz report BUILDER --json FILE` wrote.") from None
     if not isinstance(data, dict) or data.get("format") != SCHEMA:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise ShardvizError(
             f"This JSON is not a shardviz report: its format is {found!r}, "
             f"not {SCHEMA!r}.",
-            hint="Pass the text that `shardviz MODEL --json` or report_to_json wrote.")
+            hint="Pass the text that `shardviz report BUILDER --json FILE` or report_to_json wrote.")
     out = {}
     for name, frame in data["frames"].items():
         columns = frame["columns"]
@@ -112,7 +112,7 @@ def pictures(report, max_per_grid: int = 40):
         title = "Variables" if len(paths) <= max_per_grid else \
             f"Variables {start + 1}–{start + len(chunk)}"
         out.append((title, report.show_grid(chunk)))
-    if report.trace is not None:
+    if report.pass_mode is not None:
         out.append(("Layer outputs and collectives", report.show_flow(max_layers=200)))
     return out
 

@@ -158,8 +158,8 @@ def report_html(report, all_rows: bool = False) -> str:
                      f"</summary>{activations_html(report)}</details>")
         parts.append(f"<details open><summary>Collectives ({len(report.collectives)})"
                      f"</summary>{collectives_html(report)}</details>")
-        if report.trace.step_setup is not None:
-            parts.append(f"<p>Train step: {_e(report.trace.step_setup.describe())}</p>")
+        if report.step_setup is not None:
+            parts.append(f"<p>Train step: {_e(report.step_setup.describe())}</p>")
         parts.append(f"<p>{_e(memory_line(report))}</p>")
         if estimate_line(report):
             parts.append(f"<p>{_e(estimate_line(report))}</p>")

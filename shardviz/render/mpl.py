@@ -400,10 +400,10 @@ def memory_figure(report) -> ShardvizFigure:
     with the target chip's capacity when there is one."""
     stacks = report.memory_parts
     owner = dict(zip(report.devices["device"], report.devices["process"])) \
-        if report.mesh.size <= MAX_MEMORY_BARS else {}
-    devices = sorted(report.mesh.coords, key=lambda d: (owner.get(d, 0), d)) \
-        if report.mesh.size <= MAX_MEMORY_BARS else []
-    labels = [str(d) for d in devices] or [f"each of the {report.mesh.size:,} devices"]
+        if report.mesh_view.size <= MAX_MEMORY_BARS else {}
+    devices = sorted(report.mesh_view.coords, key=lambda d: (owner.get(d, 0), d)) \
+        if report.mesh_view.size <= MAX_MEMORY_BARS else []
+    labels = [str(d) for d in devices] or [f"each of the {report.mesh_view.size:,} devices"]
     fig = new_figure(min(12, 5.5 + 0.2 * len(labels)), 3.4)
     ax = fig.add_axes((0.1, 0.16, 0.58, 0.62))
     row = report.memory.iloc[0]
@@ -480,7 +480,7 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     for i, c in enumerate(collectives):
         c["index"], c["fix"] = i, i in fixable
     axis_colour = {a: AXIS_COLOURS[i % len(AXIS_COLOURS)]
-                   for i, a in enumerate(report.mesh.axis_names)}
+                   for i, a in enumerate(report.mesh_view.axis_names)}
     by_layer: dict = {}
     unplaced: list[dict] = []
     layer_rows = {layer_path(a.path): i for i, a in enumerate(shown)}
@@ -531,7 +531,7 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     header(fig, [(title + more, 9 * z, "bold", "black")])
     key = Board(fig, (0, 0, 1, 1), (0, fig.get_figwidth()), (0, fig.get_figheight()))
     x, items = 0.14 * z, []
-    for a in report.mesh.axis_names:
+    for a in report.mesh_view.axis_names:
         items.append((x, 0.5 * z, f"■ {a}", axis_colour[a], 8 * z))
         x += (0.25 + 0.07 * len(a)) * z
     if timed:
@@ -670,7 +670,7 @@ def grid_figure(report, paths=None, columns: int = 5) -> ShardvizFigure:
     top = 0.5
     fig = new_figure(cell_w * columns, cell_h * grid_rows + top)
     ax = Board(fig, (0.0, 0.0, 1.0, 1 - top / fig.get_figheight()), (0, columns), (0, grid_rows))
-    coords = report.mesh.coords
+    coords = report.mesh_view.coords
     chars = int((cell_w - 0.15) * 72 / (9 * 0.6))
     titles: list[tuple] = []
     for k, path in enumerate(paths):

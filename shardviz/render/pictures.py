@@ -76,7 +76,7 @@ def compare_table(a: Report, b: Report, labels: tuple[str, str] = ("A", "B")) ->
         return {
             "mesh": str(r.plan.mesh_dict),
             "variable bytes per device": s["variable_bytes_per_device"],
-            "memory per device (XLA)": r.memory["total_bytes"].iloc[0] if r.trace else None,
+            "memory per device (XLA)": r.memory["total_bytes"].iloc[0] if r.totals.compiled else None,
             "collectives": s["collectives"],
             "collective bytes per device": s["collective_bytes"],
             "errors": s["problems"]["error"],

@@ -207,8 +207,8 @@ def report_renderables(report, max_rows: int | None = 40, width: int | None = No
     if report.pass_name is not None:
         yield activations_table(report, max_rows, width)
         yield collectives_table(report, width)
-        if report.trace.step_setup is not None:
-            yield Text("Train step: " + report.trace.step_setup.describe())
+        if report.step_setup is not None:
+            yield Text("Train step: " + report.step_setup.describe())
         yield Text(memory_line(report))
         if estimate_line(report):
             yield Text(estimate_line(report))

@@ -1,0 +1,257 @@
+"""The options the commands share, each group declared once, and the parsers
+of their values.
+
+A command adds the groups it takes to its parser (``add_plan(parser)``) and
+reads them back with the readers here (``build_plan(args)``,
+``inputs_of(args.inputs)``); a bad value is a one-line :class:`UsageError`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from ..errors import KINDS, SEVERITIES, ShardvizError
+from ..inputs import MAX_DIM
+from ..plan import AXIS_NAME, Plan, as_bytes, check_axis_name
+from .running import UsageError, check_writable
+
+BUILDER = "MODULE_OR_FILE:BUILDER"
+SHAPE = "SHAPE[:DTYPE]"
+MAX_PLAN_FILE = 16 * 2**20
+
+#: The output files a command may write: flag, metavar, help.
+OUTPUTS = {"html": ("FILE", "write a self-contained HTML report"),
+           "json": ("FILE", "write the report's data as JSON"),
+           "png": ("FILE.png", "draw the result to a PNG file"),
+           "plan-out": ("PLAN.JSON", "write the best plan here")}
+
+
+# ---------------------------------------------------------------- groups
+def add_builder(parser: argparse.ArgumentParser) -> None:
+    """The model builder, the first argument."""
+    parser.add_argument("builder", metavar=BUILDER, help="e.g. mypkg.models:build or models.py:build")
+
+
+def add_plan(parser: argparse.ArgumentParser, mesh: bool = True,
+             batch_help: str = "default: the first mesh axis") -> None:
+    """--plan, --mesh (unless ``mesh`` is False: the rules alone), --rule and
+    --batch-axis; :func:`build_plan` reads them."""
+    group = parser.add_argument_group("the plan" if mesh else "the rules")
+    group.add_argument("--plan", metavar="PLAN.JSON", help="a plan saved with Plan.to_json()"
+                       + ("" if mesh else "; its rules are taken"))
+    if mesh:
+        group.add_argument("--mesh", metavar="AXIS=SIZE,...", help="e.g. batch=2,model=4")
+    else:
+        parser.set_defaults(mesh=None)
+    group.add_argument("--rule", action="append", metavar="KEY=AXES",
+                       help="a layout rule, repeatable, e.g. '.*kernel=None,model'")
+    group.add_argument("--batch-axis", metavar="AXIS", help=batch_help)
+
+
+def add_inputs(parser: argparse.ArgumentParser, purpose: str, named: bool = False,
+               train_step: bool = False, labels: bool = False) -> Any:
+    """--inputs (``purpose``: what they are for; ``NAME=`` allowed with
+    ``named``), and --train-step and --labels where the command takes them.
+    Returns the group, for a command's own options of the pass."""
+    group = parser.add_argument_group("the forward pass")
+    group.add_argument("--inputs", action="append", metavar=("[NAME=]" if named else "") + SHAPE,
+                       help=purpose)
+    if train_step:
+        group.add_argument("--train-step", action="store_true",
+                           help="analyse the train step model.fit runs (the model's own "
+                           "train_step, its loss and optimizer, state donated)")
+    if labels:
+        group.add_argument("--labels", action="append", metavar=SHAPE,
+                           help="with --train-step: the labels (y) as fit takes them, e.g. "
+                           "8x1024:int32; repeat for several outputs (default: zeros of the "
+                           "outputs' shapes, for a model never compiled)")
+    return group
+
+
+def add_target(parser: argparse.ArgumentParser, devices: str, slices: bool = False) -> None:
+    """--devices (its meaning for the command in ``devices``), --target and,
+    with ``slices``, --slices and --dcn-axis."""
+    group = parser.add_argument_group("target hardware")
+    group.add_argument("--devices", type=int, metavar="N", help=devices)
+    group.add_argument("--target", metavar="NAME",
+                       help="plan for this hardware, e.g. v5e:4x4, v5p:2x2x4 (compiled by the TPU "
+                       "compiler, needs libtpu), h100:8 (estimates); default: the simulated CPUs")
+    if slices:
+        group.add_argument("--slices", type=int, default=1, metavar="N",
+                           help="TPU slices joined by DCN, or GPU nodes (default 1)")
+        group.add_argument("--dcn-axis", metavar="AXIS",
+                           help="the mesh axis that spans the slices (default: the batch axis)")
+
+
+def add_guards(parser: argparse.ArgumentParser) -> None:
+    """--fail-on and --max-replicated-bytes."""
+    group = parser.add_argument_group(
+        "CI guards (exit code 1 when one fails; any error in the report always fails)")
+    group.add_argument("--fail-on", metavar="KINDS",
+                       help="also fail on these problem kinds, e.g. unused-rule,replicated-large,"
+                       " or on a severity (warning, info: every problem at least that severe); "
+                       "'never' to exit 0 whatever the report holds")
+    group.add_argument("--max-replicated-bytes", metavar="SIZE",
+                       help="fail on any variable at least this large left fully replicated, "
+                       "e.g. 64MB or 1GiB")
+
+
+def add_outputs(parser: argparse.ArgumentParser, *files: str, quiet: str,
+                verbose: bool = False, html_default: str | None = None) -> None:
+    """The output ``files`` (names in :data:`OUTPUTS`), -q (``quiet``: what
+    it prints) and, with ``verbose``, -v; :func:`check_outputs` checks the
+    files."""
+    group = parser.add_argument_group("output")
+    for name in files:
+        metavar, text = OUTPUTS[name]
+        default = html_default if name == "html" else None
+        group.add_argument("--" + name, metavar=metavar, default=default,
+                           help=text + (f" (default {default})" if default else ""))
+    group.add_argument("-q", "--quiet", action="store_true", help=f"print only {quiet}")
+    if verbose:
+        group.add_argument("-v", "--verbose", action="store_true", help="print every row")
+
+
+# ---------------------------------------------------------------- readers
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse output paths that cannot be written, before any work starts."""
+    for name in OUTPUTS:
+        path = getattr(args, name.replace("-", "_"), None)
+        if path:
+            check_writable(path, "--" + name)
+
+
+def build_plan(args: argparse.Namespace) -> Plan:
+    """The Plan of --plan, or of --mesh, --rule and --batch-axis."""
+    if args.plan:
+        if args.mesh or args.rule:
+            raise UsageError("give either --plan or --mesh/--rule, not both")
+        try:
+            with open(args.plan, "rb") as f:
+                data = f.read(MAX_PLAN_FILE + 1)
+        except OSError as e:
+            raise UsageError(f"cannot read plan file {args.plan!r}: {e.strerror}") from None
+        if len(data) > MAX_PLAN_FILE:
+            raise UsageError(f"plan file {args.plan!r} is larger than 16 MiB; it is not a plan")
+        try:
+            return Plan.from_json(data)
+        except ShardvizError as e:
+            raise UsageError.of(e, f"plan file {args.plan!r}: ") from None
+    if not args.mesh:
+        raise UsageError("give a plan: --plan plan.json, or --mesh batch=2,model=4 with --rule KEY=AXES")
+    mesh = parse_mesh(args.mesh)
+    rules = [parse_rule(r) for r in args.rule or []]
+    try:
+        return Plan(mesh, rules, args.batch_axis)
+    except ShardvizError as e:
+        raise UsageError.of(e) from None
+
+
+def inputs_of(texts: list[str] | None, flag: str = "--inputs") -> Any:
+    """Repeated --inputs as analyze takes them: one spec, a list, or None.
+
+    >>> inputs_of(["8x16"]), len(inputs_of(["8x16", "8:int32"])), inputs_of(None)
+    (ShapeDtypeStruct(shape=(8, 16), dtype=float32), 2, None)
+    """
+    specs = [parse_inputs(t, flag) for t in texts or []]
+    return (specs[0] if len(specs) == 1 else specs) or None
+
+
+# ---------------------------------------------------------------- parsers
+def parse_mesh(text: str) -> dict[str, int]:
+    """``"batch=2,model=4"`` as ``{"batch": 2, "model": 4}``.
+
+    >>> parse_mesh("batch=2,model=4")
+    {'batch': 2, 'model': 4}
+    """
+    mesh = {}
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*([^=\s]+)\s*=\s*(\d+)\s*", part)
+        if not m:
+            raise UsageError(f"--mesh {text!r}: {part.strip()!r} is not NAME=SIZE "
+                             "(write e.g. --mesh batch=2,model=4)")
+        if m.group(1) in mesh:
+            raise UsageError(f"--mesh {text!r}: axis {m.group(1)!r} appears twice")
+        try:
+            check_axis_name(m.group(1))
+        except ShardvizError as e:
+            raise UsageError.of(e, f"--mesh {text!r}: ") from None
+        mesh[m.group(1)] = int(m.group(2))
+    return mesh
+
+
+def parse_rule(text: str) -> tuple[str, tuple]:
+    """``"KEY=AXES"``, AXES a comma list of mesh axes and None (or -).
+
+    >>> parse_rule(".*kernel=None,model")
+    ('.*kernel', (None, 'model'))
+    """
+    if "=" not in text:
+        raise UsageError(f"--rule {text!r} is not KEY=AXES (write e.g. --rule '.*kernel=None,model')")
+    key, axes = text.rsplit("=", 1)
+    if not key:
+        raise UsageError(f"--rule {text!r} has an empty key")
+    out: list[str | None] = []
+    for token in axes.split(","):
+        token = token.strip()
+        if token in ("None", "none", "-", ""):
+            out.append(None)
+        elif AXIS_NAME.fullmatch(token):
+            out.append(token)
+        else:
+            raise UsageError(f"--rule {text!r}: {token!r} is not a mesh axis name or None")
+    return key, tuple(out)
+
+
+def parse_inputs(text: str, flag: str = "--inputs") -> Any:
+    """``"8x128[:dtype]"`` as a ``jax.ShapeDtypeStruct``.
+
+    >>> parse_inputs("8x128:int32")
+    ShapeDtypeStruct(shape=(8, 128), dtype=int32)
+    """
+    import jax
+    import jax.numpy as jnp
+
+    dtype: str | jnp.dtype
+    shape_text, _, dtype = text.partition(":")
+    if not re.fullmatch(r"\d+(x\d+)*", shape_text.strip()):
+        raise UsageError(f"{flag} {text!r} is not a shape like 8x128 or 8x128:int32")
+    try:
+        dtype = jnp.dtype(dtype or "float32")
+    except TypeError:
+        raise UsageError(f"{flag} {text!r}: {dtype!r} is not a dtype (e.g. float32, int32, "
+                         "bfloat16)") from None
+    shape = tuple(int(d) for d in shape_text.split("x"))
+    if max(shape) > MAX_DIM:
+        raise UsageError(f"{flag} {text!r:.60}: a dimension holds at most {MAX_DIM:,}")
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+def parse_bytes(text: str, flag: str = "--max-replicated-bytes") -> int:
+    """``"64MB"`` as bytes (KB, MB, GB are powers of 1000; KiB, MiB, GiB of 1024).
+
+    >>> parse_bytes("64MB"), parse_bytes("1GiB"), parse_bytes("512")
+    (64000000, 1073741824, 512)
+    """
+    try:
+        return as_bytes(text, flag)
+    except ShardvizError:
+        raise UsageError(f"{flag} {text!r:.60} is not a size like 64MB or 2GiB") from None
+
+
+def parse_fail_on(text: str) -> set[str]:
+    """Problem kinds and severities to fail on; ``never`` for none.
+
+    >>> sorted(parse_fail_on("unused-rule,warning")), parse_fail_on("never")
+    (['unused-rule', 'warning'], {'never'})
+    """
+    kinds = {k.strip() for k in text.split(",") if k.strip()}
+    if "never" in kinds and len(kinds) > 1:
+        raise UsageError("--fail-on never cannot be combined with other kinds")
+    unknown = sorted(k for k in kinds if k not in KINDS and k not in SEVERITIES and k != "never")
+    if unknown:
+        raise UsageError(f"--fail-on: unknown kind {unknown[0]!r}; kinds: {', '.join(sorted(KINDS))}"
+                         f"; or a severity: {', '.join(SEVERITIES)}; or never")
+    return kinds

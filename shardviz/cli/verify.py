@@ -1,0 +1,106 @@
+"""``shardviz verify``: run a plan on N local processes and check every shard
+each holds."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from ..builders import load_builder
+from ..errors import ShardvizError
+from .options import add_builder, add_inputs, add_outputs, add_plan, build_plan, parse_inputs
+from .running import UsageError, running
+
+EXIT_CODES = """exit codes:
+  0  every shard on every host agrees with shardviz, and the gathered output
+     matches a single-process run
+  1  a disagreement, a worker that crashed or failed, or a run past --timeout
+     (one line each)
+  2  a usage error, a plan that Keras refuses (Keras's message), or a builder
+     that builds different weights in each process"""
+
+
+def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
+    parser = subparsers.add_parser(
+        "verify", help="run a plan on N local processes and check every shard",
+        description="Start N local processes on 127.0.0.1, each with its share of the simulated "
+        "devices, as N hosts of JAX's multi-process runtime. Each runs the plan's exported "
+        "multi-host code and a jitted forward pass; every shard each host holds is compared "
+        "with shardviz's prediction, and the gathered output with a single-process run.",
+        epilog=EXIT_CODES, **common)
+    add_builder(parser)
+    add_plan(parser)
+    add_inputs(parser, "the global batch, e.g. 8x64; repeat for several inputs, with NAME= on "
+               "each for a model that takes a dict, e.g. token_ids=8x128:int32", named=True)
+    hosts = parser.add_argument_group("the processes")
+    hosts.add_argument("--processes", type=int, metavar="N", help="how many local processes")
+    hosts.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
+                       help="stop after this long, the model built here and the processes' "
+                       "run included, with every process started (default 180)")
+    add_outputs(parser, quiet="the verdict")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..multihost import TimedOut, check_timeout, verify
+
+    if args.processes is None:
+        raise UsageError("give --processes N, the number of local processes (hosts) to start")
+    if args.processes < 1:
+        raise UsageError(f"--processes {args.processes}: give at least 1 process")
+    if not args.inputs:
+        raise UsageError("give --inputs, the global batch, e.g. --inputs 8x64")
+    try:
+        check_timeout(args.timeout, "--timeout ")
+    except ShardvizError as e:
+        raise UsageError.of(e) from None
+    plan = build_plan(args)
+    inputs = named_inputs(args.inputs)
+    load_builder(args.builder)  # a usage error now, not in every worker
+    try:
+        with running(args.quiet, f"running the plan on {args.processes} local processes",
+                     passing=(TimedOut,)):
+            result = verify(args.builder, plan, processes=args.processes, inputs=inputs,
+                            timeout=args.timeout)
+    except TimedOut as e:
+        print(f"FAIL {' '.join(e.message.split())} (hint: {' '.join(e.hint.split())})")
+        return 1
+    print(str(result).splitlines()[0])
+    if result.agree:
+        if not args.quiet:
+            print(result.hosts[["process", "devices", "variable_bytes", "batch_rows",
+                                "cross_host_collectives", "cross_host_bytes"]]
+                  .to_string(index=False))
+        return 0
+    for line in result.disagreements:
+        print("DISAGREE " + line)
+    for line in result.failures:
+        print("FAIL " + line)
+    return 1
+
+
+def named_inputs(texts: list[str]) -> Any:
+    """``--inputs`` as one spec, a list, or a dict for ``NAME=SHAPE[:DTYPE]``.
+
+    >>> named_inputs(["token_ids=8x128:int32", "padding_mask=8x128:int32"])["token_ids"]
+    ShapeDtypeStruct(shape=(8, 128), dtype=int32)
+    """
+    pairs: list[tuple[str | None, object]] = []
+    for text in texts:
+        name, eq, rest = text.partition("=")
+        if eq and re.fullmatch(r"[A-Za-z_][\w.-]*", name.strip()):
+            pairs.append((name.strip(), parse_inputs(rest.strip(), f"--inputs {name}=")))
+        else:
+            pairs.append((None, parse_inputs(text)))
+    named = [n for n, _ in pairs if n is not None]
+    if not named:
+        specs = [spec for _, spec in pairs]
+        return specs[0] if len(specs) == 1 else specs
+    if len(named) != len(pairs):
+        raise UsageError("--inputs: name every input (NAME=SHAPE[:DTYPE], for a model that "
+                         "takes a dict) or none", hint="e.g. --inputs token_ids=8x128:int32 "
+                         "--inputs padding_mask=8x128:int32")
+    twice = sorted({n for n in named if named.count(n) > 1})
+    if twice:
+        raise UsageError(f"--inputs: the input {twice[0]!r} is given twice")
+    return dict(pairs)
