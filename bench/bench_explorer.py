@@ -25,6 +25,7 @@ def main():
 
     shardviz.simulate_devices(8)
     from shardviz import examples
+    from shardviz.widgets.tabs import VariablesTab
 
     def build():
         return examples.llama(n_blocks=22, d_model=256, ff=512, heads=8, kv_heads=4, vocab=1024)
@@ -38,7 +39,7 @@ def main():
     for i in range(30):
         t = time.perf_counter()
         key.value = keys[i % 2]
-        app._render_variables()
+        app.tab(VariablesTab).show()
         times.append(time.perf_counter() - t)
         assert app.plan.rules[3].key == keys[i % 2]
     print(f"Explorer, {n} variables: a rule edit to an updated rule table, picture and variables "

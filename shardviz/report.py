@@ -175,8 +175,6 @@ class Report:
         self._reanalyse = reanalyse
         """:func:`~shardviz.analyze` itself, handed in by it, for why() to
         analyse other plans like this one (the Report does not import it)."""
-        self._explanations: dict[int, Any] = {}
-        self._counterfactuals: dict[Any, Report] = {}  # plans why() compiled
 
     @functools.cached_property
     def _by_path(self) -> dict[str, VariableLayout]:
@@ -855,21 +853,22 @@ class Report:
         default, always with ``progress=True``, never with ``False``; a
         callable (``print``, say) hears each line instead. Interrupting it
         (Ctrl-C) leaves the report as it was."""
-        from .why import _row, explain_collective
+        from .why import _row, cache_of, explain_collective
 
         index, _ = _row(self, which)
-        if index not in self._explanations:
+        explained = cache_of(self).explanations
+        if index not in explained:
             if progress is None:
                 import sys
 
                 progress = sys.stderr.isatty()
             say = _stderr_line if progress is True else progress or None
             try:
-                self._explanations[index] = explain_collective(self, index, progress=say)
+                explained[index] = explain_collective(self, index, progress=say)
             finally:
                 if say is _stderr_line:
                     _stderr_line(None)
-        return self._explanations[index]
+        return explained[index]
 
     def explanations(self) -> list:
         """:meth:`why` for every collective, in order."""
@@ -877,8 +876,12 @@ class Report:
 
     @property
     def explained(self) -> dict:
-        """The explanations computed so far, by collective index."""
-        return dict(self._explanations)
+        """The explanations computed so far, by collective index. They live
+        in a cache of their own (:func:`shardviz.why.cache_of`), not on the
+        Report, which never changes after :func:`~shardviz.analyze`."""
+        from .why import cache_of
+
+        return dict(cache_of(self).explanations)
 
     def explain(self, path: str) -> str:
         """Why ``path`` has the layout it has, in a sentence or two."""

@@ -27,6 +27,8 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
+import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -646,6 +648,29 @@ class _Base:
     """Why no plan could be judged, when none could."""
 
 
+@dataclasses.dataclass
+class Cache:
+    """What explaining a report's collectives has computed: the
+    explanations by row, and each counterfactual plan's report."""
+
+    explanations: dict[int, Explanation] = dataclasses.field(default_factory=dict)
+    counterfactuals: dict[Any, Report] = dataclasses.field(default_factory=dict)
+
+
+_CACHES: weakref.WeakKeyDictionary[Report, Cache] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def cache_of(report: Report) -> Cache:
+    """The explanation cache of ``report``, kept beside it (not on it) for
+    as long as the report lives."""
+    with _CACHES_LOCK:
+        cache = _CACHES.get(report)
+        if cache is None:
+            cache = _CACHES[report] = Cache()
+        return cache
+
+
 def _analyse(report: Report, plan: Plan, args: dict) -> Report:
     """``plan`` analysed like ``report`` with ``args``, kept on the report
     so that explaining its other collectives does not compile it again."""
@@ -656,7 +681,7 @@ def _analyse(report: Report, plan: Plan, args: dict) -> Report:
             "plans to find a fix.", hint="Call explain_collective(report, i, search=False), "
             "or analyse the model with shardviz.analyze.")
     key = (plan, tuple(sorted((k, repr(v)) for k, v in args.items())))
-    cache = report._counterfactuals
+    cache = cache_of(report).counterfactuals
     if key not in cache:
         cache[key] = analyze(report.scan, plan, **args)
     return cache[key]

@@ -400,15 +400,41 @@ _constant_deferral = Swap(_variable_class, "__init__", _deferring_constants)
 @contextlib.contextmanager
 def deferred_variables():
     """Create variables with shape, dtype and path, but no value, even those
-    created from a concrete value (an optimizer's step counter)."""
+    created from a concrete value (an optimizer's step counter); and keep
+    Keras from giving them one later (see :func:`_forgetting_deferred`)."""
     k = keras()
     previous = getattr(_deferring, "on", False)
     _deferring.on = True
     try:
-        with _constant_deferral.held(), k.StatelessScope(initialize_variables=False):
+        with _forgetting_deferred(), _constant_deferral.held(), \
+                k.StatelessScope(initialize_variables=False):
             yield
     finally:
         _deferring.on = previous
+
+
+@contextlib.contextmanager
+def _forgetting_deferred():
+    """Take the variables deferred inside the block off Keras's list of
+    variables to initialize.
+
+    Reason: Keras registers every variable deferred in a
+    ``StatelessScope(initialize_variables=False)`` in a global list, and the
+    next ``StatelessScope`` that closes at top level (``model.fit`` opens
+    one) initializes every variable on it. A model shardviz built only to
+    plan (a 70B decoder, say) would then be allocated whole, with random
+    weights, by the user's next unrelated ``fit``: the kernel runs out of
+    memory. Waits for a public way to defer variables for good.
+    """
+    from keras.src.backend.common import global_state
+
+    name = "uninitialized_variables"
+    before = {id(v) for v in (global_state.get_global_attribute(name) or [])}
+    try:
+        yield
+    finally:
+        now = global_state.get_global_attribute(name) or []
+        global_state.set_global_attribute(name, [v for v in now if id(v) in before])
 
 
 def set_random_seed(seed: int) -> None:

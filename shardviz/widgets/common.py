@@ -12,6 +12,7 @@ import html
 import warnings
 
 from ..errors import ShardvizError
+from ..render.palette import STATUS_COLOURS
 
 
 class Guard:
@@ -39,7 +40,8 @@ class Guard:
 
 
 def error_html(message: str, hint: str = "") -> str:
-    text = f'<span class="shardviz-error" style="color:#b00020">{html.escape(message)}</span>'
+    text = (f'<span class="shardviz-error" style="color:{STATUS_COLOURS["error"]}">'
+            f'{html.escape(message)}</span>')
     if hint:
         text += f'<br><span style="color:#555">{html.escape(hint)}</span>'
     return text

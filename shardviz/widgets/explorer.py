@@ -5,7 +5,7 @@
 >>> app = shardviz.Explorer(examples.mlp, inputs=(8, 16), plan=examples.megatron_plan())
 >>> app.plan.mesh_dict
 {'batch': 2, 'model': 4}
->>> app.report.trace.collectives[0].kind
+>>> app.report.collectives["kind"][0]
 'all-reduce'
 >>> app.set_plan(app.plan.with_rule(".*down/bias", ("model",)))
 >>> app.report.variables.set_index("path").loc["down/bias", "spec"]
@@ -14,28 +14,46 @@
 
 from __future__ import annotations
 
-import base64
 import html
+from typing import Any, TypeVar
 
 import ipywidgets as widgets
 import traitlets
 
 from ..errors import OutOfMemory, ShardvizError
-from ..format import human_bytes
 from ..model_scan import Scan
 from ..plan import Plan, as_plan
-from ..render.html import collectives_html, problems_html, styled, variables_html
+from ..render.palette import STATUS_COLOURS
 from ..render.text import fit_text, summary_line
 from ..report import Report
 from ..target import parse_target
-from .common import Guard, error_html, note_html, set_if_changed, show_png
+from .common import Guard, error_html, note_html, set_if_changed
 from .mesh import MeshEditor
 from .rules import RuleEditor
 from .state import ExplorerState
+from .tab import Tab, TabContext
+from .tabs import (
+    KINDS,
+    CommunicationTab,
+    ExportTab,
+    MemoryTab,
+    ProblemsTab,
+    SuggestTab,
+    TensorTab,
+    VariablesTab,
+)
 
-TABS = ("Tensor", "Variables", "Problems", "Memory", "Communication", "Suggest", "Export")
-AUTO = -1  # the dim choosers' "auto" (None would read as "nothing selected")
+TABS = tuple(kind.title for kind in KINDS)
+"""The tab bar's titles, in order."""
 STAGES = ("placing", "tracing", "compiling", "running", "train step", "done")
+
+T = TypeVar("T", bound=Tab)
+
+
+def _tab_widget(kind: type[Tab], name: str) -> Any:
+    """The widget ``name`` of the Explorer's ``kind`` tab, as an attribute of the Explorer."""
+    return property(lambda self: getattr(self.tab(kind), name),
+                    doc=f"The {kind.title} tab's ``{name}``.")
 
 
 class Explorer(widgets.VBox):
@@ -48,7 +66,9 @@ class Explorer(widgets.VBox):
     assigning ``explorer.plan = other`` applies it. ``explorer.report`` is
     the report of the current plan (with the forward pass once it has run).
     The state lives in ``explorer.state`` (:class:`ExplorerState`), plain
-    Python that the widgets only render.
+    Python that the widgets only render. Each tab is a
+    :class:`~shardviz.widgets.tab.Tab` in ``explorer.tab_list``;
+    ``explorer.tab(kind)`` finds one.
 
     Args:
         model_or_builder: a built Keras model or a zero-argument builder (it
@@ -68,6 +88,37 @@ class Explorer(widgets.VBox):
 
     plan = traitlets.Instance(Plan, help="The current plan.")
 
+    # The tabs' widgets, kept as the app's own attributes.
+    filter = _tab_widget(TensorTab, "filter")
+    picker = _tab_widget(TensorTab, "picker")
+    rows_dim = _tab_widget(TensorTab, "rows_dim")
+    cols_dim = _tab_widget(TensorTab, "cols_dim")
+    picture = _tab_widget(TensorTab, "picture")
+    jax_text = _tab_widget(TensorTab, "jax_text")
+    explanation = _tab_widget(TensorTab, "explanation")
+    variables_table = _tab_widget(VariablesTab, "table")
+    problems_table = _tab_widget(ProblemsTab, "table")
+    memory_note = _tab_widget(MemoryTab, "note")
+    memory_picture = _tab_widget(MemoryTab, "picture")
+    comm_note = _tab_widget(CommunicationTab, "note")
+    comm_table = _tab_widget(CommunicationTab, "table")
+    flow_picture = _tab_widget(CommunicationTab, "flow_picture")
+    why_select = _tab_widget(CommunicationTab, "why_select")
+    why_html = _tab_widget(CommunicationTab, "why_html")
+    fix_button = _tab_widget(CommunicationTab, "fix_button")
+    suggest_button = _tab_widget(SuggestTab, "find_button")
+    suggest_note = _tab_widget(SuggestTab, "note")
+    suggest_table = _tab_widget(SuggestTab, "table")
+    suggest_select = _tab_widget(SuggestTab, "choice")
+    suggest_diff = _tab_widget(SuggestTab, "diff")
+    suggest_apply = _tab_widget(SuggestTab, "apply_button")
+    python_code = _tab_widget(ExportTab, "python_code")
+    json_text = _tab_widget(ExportTab, "json_text")
+    json_note = _tab_widget(ExportTab, "json_note")
+    upload = _tab_widget(ExportTab, "upload")
+    download = _tab_widget(ExportTab, "download")
+    export_message = _tab_widget(ExportTab, "message")
+
     def __init__(self, model_or_builder, inputs=None, plan=None, *, auto_run: bool = True,
                  cheap_seconds: float = 1.0, train_step: bool = False, labels=None,
                  target: str | None = None, slices: int = 1):
@@ -80,10 +131,9 @@ class Explorer(widgets.VBox):
                                    target=first, auto_run=auto_run and inputs is not None,
                                    cheap_seconds=cheap_seconds)
         self._syncing_plan = False
-        self._dirty = set(TABS)
-        self._json_shown = None
         self._status_plan: Plan | None = None
         children = self._build()
+        self._stale: set[Tab] = set(self.tab_list)
         super().__init__(children=children)
         self.add_class("shardviz-explorer")
         self.guard = Guard(self._show_error)
@@ -147,6 +197,13 @@ class Explorer(widgets.VBox):
 
     def redo(self) -> None:
         self._change(self.state.redo)
+
+    def tab(self, kind: type[T]) -> T:
+        """The app's tab of this kind, such as ``app.tab(ExportTab)``."""
+        for tab in self.tab_list:
+            if isinstance(tab, kind):
+                return tab
+        raise KeyError(f"The Explorer has no {kind.__name__}; its tabs are {', '.join(TABS)}.")
 
     @property
     def forward_is_fresh(self) -> bool:
@@ -274,8 +331,9 @@ class Explorer(widgets.VBox):
                 report.trace_error.hint)
         else:
             self.run_status.value = note_html(
-                f"{report.trace.mode} {what} done in {self.state.last_seconds:.2f} s", "#1b7f3b")
-        self._dirty = set(TABS)
+                f"{report.pass_mode} {what} done in {self.state.last_seconds:.2f} s",
+                STATUS_COLOURS["ok"])
+        self._stale = set(self.tab_list)
         self._refresh(editors=False)
 
     # ------------------------------------------------------------ layout
@@ -294,10 +352,8 @@ class Explorer(widgets.VBox):
 
         self.run_button = W.Button(
             description="Run train step" if self.state.train_step else "Run forward pass",
-            icon="play",
-                                   button_style="primary",
-                                   layout=W.Layout(width="180px", min_width="180px",
-                                                   flex="0 0 auto"))
+            icon="play", button_style="primary",
+            layout=W.Layout(width="180px", min_width="180px", flex="0 0 auto"))
         self.run_button.add_class("shardviz-run")
         self.run_button.on_click(lambda _: self.run())
         self.progress = W.IntProgress(min=0, max=len(STAGES), layout=W.Layout(width="140px",
@@ -321,98 +377,11 @@ class Explorer(widgets.VBox):
             W.HBox([self.run_button, self.progress, self.run_status, self.auto_run]),
             W.HBox([self.target_box, self.slices_box, self.target_note])])
 
-        # Tensor tab
-        self.filter = W.Text(placeholder="filter paths…", layout=W.Layout(width="260px"))
-        self.filter.add_class("shardviz-filter")
-        self.filter.observe(lambda _: self._guarded(self._update_paths), "value")
-        self.picker = W.Select(rows=14, layout=W.Layout(width="320px"))
-        self.picker.add_class("shardviz-picker")
-        self.picker.observe(lambda _: self._guarded(self._render_tensor), "value")
-        self.rows_dim = W.Dropdown(description="rows", options=[("auto", AUTO)], value=AUTO,
-                                   layout=W.Layout(width="150px"))
-        self.cols_dim = W.Dropdown(description="cols", options=[("auto", AUTO)], value=AUTO,
-                                   layout=W.Layout(width="150px"))
-        for dd in (self.rows_dim, self.cols_dim):
-            dd.observe(lambda _: self._guarded(self._render_tensor), "value")
-        self.picture = W.Image(format="png")
-        self.picture.add_class("shardviz-picture")
-        self.jax_text = W.HTML()
-        self.explanation = W.HTML()
-        tensor_tab = W.HBox([
-            W.VBox([self.filter, self.picker]),
-            W.VBox([W.HBox([self.rows_dim, self.cols_dim]), self.picture, self.explanation,
-                    self.jax_text]),
-        ])
-        # Tables
-        self.variables_table = W.HTML()
-        self.variables_table.add_class("shardviz-variables")
-        self.problems_table = W.HTML()
-        self.memory_note = W.HTML()
-        self.memory_picture = W.Image(format="png")
-        self.comm_note = W.HTML()
-        self.comm_table = W.HTML()
-        self.comm_table.add_class("shardviz-collectives")
-        self.flow_picture = W.Image(format="png")
-        self.flow_picture.add_class("shardviz-flow")
-        self.why_select = W.Dropdown(options=[("choose a collective…", None)], value=None,
-                                     description="Why is", layout=W.Layout(width="460px"))
-        self.why_select.add_class("shardviz-why-select")
-        self.why_select.observe(lambda _: self._guarded(self._explain_selected), "value")
-        self.why_html = W.HTML()
-        self.why_html.add_class("shardviz-why")
-        self.fix_button = W.Button(description="Apply fix", icon="wrench", disabled=True,
-                                   tooltip="Apply the fix to the plan (Undo takes it back)",
-                                   layout=W.Layout(width="130px", min_width="130px"))
-        self.fix_button.add_class("shardviz-apply-fix")
-        self.fix_button.on_click(lambda _: self._guarded(self._apply_fix))
-        self._why = None
-        # Export
-        python_button = W.Button(description="Copy as Python", icon="copy",
-                                 layout=W.Layout(width="160px"))
-        python_button.on_click(lambda _: self._guarded(self._show_python))
-        self.python_code = W.Textarea(layout=W.Layout(width="640px", height="180px"))
-        self.json_text = W.Textarea(layout=W.Layout(width="640px", height="160px"))
-        self.json_text.add_class("shardviz-json")
-        load_json = W.Button(description="Load JSON", icon="upload", layout=W.Layout(width="130px"))
-        load_json.on_click(lambda _: self._guarded(self._load_json_text))
-        self.upload = W.FileUpload(accept=".json", multiple=False, description="Open file")
-        self.upload.observe(lambda _: self._guarded(self._load_upload), "value")
-        self.download = W.HTML()
-        self.export_message = W.HTML()
-        self.json_note = W.HTML()
-        export_tab = W.VBox([
-            W.HBox([python_button, W.HTML("<i>select the code and copy it</i>")]), self.python_code,
-            W.HTML("<b>Plan as JSON</b> (edit and load, open a file, or download)"),
-            self.json_text, W.HBox([load_json, self.upload, self.download]), self.json_note,
-            self.export_message,
-        ])
-        # Suggest
-        self.suggest_button = W.Button(description="Suggest plans", icon="lightbulb-o",
-                                       layout=W.Layout(width="160px", min_width="160px"))
-        self.suggest_button.on_click(lambda _: self._guarded(self._suggest))
-        self.suggest_note = W.HTML()
-        self.suggest_table = W.HTML()
-        self.suggest_select = W.Dropdown(options=[("choose a plan…", None)], value=None,
-                                         description="Plan", layout=W.Layout(width="460px"))
-        self.suggest_select.observe(lambda _: self._guarded(self._show_suggestion), "value")
-        self.suggest_diff = W.HTML()
-        self.suggest_apply = W.Button(description="Apply plan", icon="check", disabled=True,
-                                      tooltip="Replace the plan with this one (Undo takes it back)",
-                                      layout=W.Layout(width="130px", min_width="130px"))
-        self.suggest_apply.on_click(lambda _: self._guarded(self._apply_suggestion))
-        self._suggestions: list = []
-        suggest_tab = W.VBox([
-            W.HBox([self.suggest_button, self.suggest_note]), self.suggest_table,
-            W.HBox([self.suggest_select, self.suggest_apply]), self.suggest_diff])
-        self.tabs = W.Tab(children=[
-            tensor_tab, self.variables_table, self.problems_table,
-            W.VBox([self.memory_note, self.memory_picture]),
-            W.VBox([self.comm_note, self.comm_table,
-                    W.HBox([self.why_select, self.fix_button]), self.why_html,
-                    self.flow_picture]), suggest_tab, export_tab,
-        ])
-        self.tabs.titles = TABS
-        self.tabs.observe(lambda _: self._guarded(self._render_visible), "selected_index")
+        context = TabContext(self.state, self._guarded, self.propose, self._show_error)
+        self.tab_list: list[Tab] = [kind(context) for kind in KINDS]
+        self.tabs = W.Tab(children=[tab.widget for tab in self.tab_list])
+        self.tabs.titles = tuple(tab.title for tab in self.tab_list)
+        self.tabs.observe(lambda _: self._guarded(self._show_visible), "selected_index")
         self.mesh_editor.box.layout = W.Layout(width="460px", margin="0 24px 0 0")
         editors = W.HBox([self.mesh_editor.box, W.VBox([self.rule_editor.box, W.HBox([undo, redo])])],
                          layout=W.Layout(flex_flow="row wrap"))
@@ -446,271 +415,29 @@ class Explorer(widgets.VBox):
             # (an earlier plan's failure is not this plan's).
             if state.fresh:
                 self.run_status.value = note_html("this plan's forward pass ran before: fresh",
-                                                  "#1b7f3b")
+                                                  STATUS_COLOURS["ok"])
             elif state.traced is not None:
                 self.run_status.value = note_html("stale: run again to see the new plan",
-                                                  "#8a5a00")
+                                                  STATUS_COLOURS["warning"])
             else:
                 self.run_status.value = ""
             self._status_plan = state.plan
         warnings = ""
         if self.guard.warnings:
-            warnings = "<br><span style='color:#8a5a00'>" + html.escape(self.guard.warnings[-1]) + \
-                       "</span>"
+            warnings = (f"<br><span style='color:{STATUS_COLOURS['warning']}'>"
+                        + html.escape(self.guard.warnings[-1]) + "</span>")
         self.header.value = (f"<b>shardviz</b> · {html.escape(summary_line(report))}"
                              f"<br><i>{html.escape(forward)}</i>{warnings}")
-        self._update_paths()
-        self._dirty = set(TABS)
-        self._render_visible()
+        for tab in self.tab_list:
+            tab.refresh()
+        self._stale = set(self.tab_list)
+        self._show_visible()
 
-    def _update_paths(self):
-        needle = self.filter.value.strip().lower()
-        paths = [(p, p) for p in self.report.paths]
-        if self.traced is not None:
-            acts = self.traced.activations
-            paths += [(f"→ {label}", f"{path}#{call}#{index}") for label, path, call, index
-                      in zip(acts["label"], acts["path"], acts["call"], acts["output"])]
-        options = [o for o in paths if needle in o[0].lower()] if needle else paths
-        current = self.picker.value
-        set_if_changed(self.picker, "options", tuple(options))
-        values = [v for _, v in options]
-        if current in values:
-            set_if_changed(self.picker, "value", current)
-        elif values:
-            self.picker.value = values[0]
+    def _show_visible(self):
+        """Fill the selected tab, if it is stale."""
+        shown = self.tabs.children[self.tabs.selected_index or 0]
+        tab = next(tab for tab in self.tab_list if tab.widget is shown)
+        if tab in self._stale:
+            self._stale.discard(tab)
+            tab.show()
 
-    def _render_visible(self):
-        tab = TABS[self.tabs.selected_index or 0]
-        if tab not in self._dirty:
-            return
-        self._dirty.discard(tab)
-        getattr(self, f"_render_{tab.lower()}")()
-
-    def _render_tensor(self):
-        value = self.picker.value
-        if not value:
-            self.picture.value = b""
-            return
-        if "#" in value:
-            path, call, index = value.rsplit("#", 2)
-            source, call, index = self.traced, int(call), int(index)
-            shape = source.activation(path, index, call).shape
-            banner = "" if self.forward_is_fresh else note_html(
-                "From the last forward pass, which ran under an older plan.", "#8a5a00")
-        else:
-            path, call, index, source = value, 0, 0, self.report
-            shape = source.variable(path).info.shape
-            banner = ""
-        dims = [("auto", AUTO)] + [(f"dim {d} ({n})", d) for d, n in enumerate(shape)]
-        for dd in (self.rows_dim, self.cols_dim):
-            if tuple(dd.options) != tuple(dims):
-                dd.options = dims
-                dd.value = AUTO
-        rows = None if self.rows_dim.value == AUTO else self.rows_dim.value
-        cols = None if self.cols_dim.value == AUTO else self.cols_dim.value
-        if rows is not None and rows == cols:
-            cols = None
-        try:
-            fig = source.show(path, rows=rows, cols=cols, index=index, call=call)
-        except ShardvizError as e:
-            self.picture.value = b""
-            self.jax_text.value = ""
-            self.explanation.value = banner + error_html(e.message, e.hint)
-            return
-        show_png(self.picture, fig)
-        try:
-            text = source.text(path, index, call)
-            self.jax_text.value = ("<details><summary>as <code>jax.debug.visualize_sharding</code> "
-                                   "prints it</summary><pre style='line-height:1.1'>"
-                                   f"{html.escape(text)}</pre></details>")
-        except ShardvizError as e:
-            self.jax_text.value = note_html(e.message)
-        try:
-            self.explanation.value = banner + note_html(source.explain(path))
-        except ShardvizError:
-            self.explanation.value = banner
-
-    def _render_variables(self):
-        self.variables_table.value = styled(variables_html(self.report))
-
-    def _render_problems(self):
-        if self.report.problem_list:
-            self.problems_table.value = styled(problems_html(self.report))
-        else:
-            self.problems_table.value = note_html("No problems: Keras will lay this out as shown.",
-                                                  "#1b7f3b")
-
-    def _render_memory(self):
-        source = self.traced if self.traced is not None else self.report
-        stale = self.traced is not None and not self.forward_is_fresh
-        self.memory_note.value = note_html(
-            "Stale: from the last forward pass, under an older plan." if stale else
-            ("Variables only; run the forward pass for activations and temporaries."
-             if self.traced is None else ""), "#8a5a00")
-        show_png(self.memory_picture, source.show_memory())
-
-    def _render_communication(self):
-        if self.traced is None:
-            self.comm_note.value = note_html("Run the forward pass to see the collectives XLA inserts.")
-            self.comm_table.value = ""
-            self.flow_picture.value = b""
-            return
-        stale = not self.forward_is_fresh
-        self.comm_note.value = note_html(
-            "Stale: from the last forward pass, under an older plan." if stale else "",
-            "#8a5a00")
-        self.comm_table.value = styled(collectives_html(self.traced))
-        options = [("choose a collective…", None)] + [
-            (f"#{i} {c['kind']} at {c['layer'] or '?'} ({human_bytes(c['bytes_per_device'])})", i)
-            for i, c in enumerate(self.traced.collectives.to_dict("records"))]
-        if list(self.why_select.options) != options:
-            self.why_select.options = options
-            self.why_select.value = None
-        self._show_why()
-        show_png(self.flow_picture, self.traced.show_flow())
-
-    # ------------------------------------------------------------ explanations
-    def _explain_selected(self):
-        """Explain the chosen collective (compiling the changes it suggests)."""
-        index = self.why_select.value
-        self._why = None
-        if index is not None and self.traced is not None:
-            self.why_html.value = note_html(
-                f"Explaining collective #{index}: compiling the changes its layouts suggest…")
-            self._why = self.traced.why(index)
-        self._show_why()
-        if self._why is not None:  # the flow picture marks the fixes found
-            show_png(self.flow_picture, self.traced.show_flow())
-
-    def _show_why(self):
-        why = self._why
-        if why is None or self.traced is None or why is not self.traced.explained.get(why.index):
-            self._why = None
-            self.why_html.value = note_html(
-                "Choose a collective to see why XLA inserted it, and a fix." if
-                self.traced is not None and len(self.traced.collectives) else "")
-            self.fix_button.disabled = True
-            return
-        stale = not self.forward_is_fresh
-        self.why_html.value = (note_html(
-            "Stale: this explains the last forward pass, which ran under an older plan; run it "
-            "again to explain (and fix) the current one.", "#8a5a00") if stale else "") \
-            + styled(why._repr_html_())
-        self.fix_button.disabled = why.fix is None or stale
-
-    def _apply_fix(self):
-        """Apply the explained fix as one edit (Undo takes it back)."""
-        why = self._why
-        if why is None or why.fix is None or not self.forward_is_fresh:
-            return
-        refused = self.propose(lambda _: why.fix)
-        if refused:
-            self._show_error(refused)
-
-    def _render_suggest(self):
-        if not self._suggestions:
-            self.suggest_note.value = note_html(
-                f"Plans for the {self.state.plan.mesh_size} devices of this mesh, from the "
-                "model's structure" + (", compiled with the inputs to confirm them."
-                                        if self.state.inputs is not None else "."))
-        self._show_suggestion()
-
-    # ------------------------------------------------------------ suggestions
-    def _suggest(self):
-        from ..planner import suggest
-
-        n = self.state.plan.mesh_size
-        self.suggest_note.value = note_html(f"Looking for plans for {n} devices…")
-        target = self.target if self.target and self.target != "cpu" else None
-        found = suggest(self.scan, devices=n, inputs=self.state.inputs, target=target,
-                        train_step=self.state.train_step, labels=self.state.labels)
-        self._suggestions = list(found)
-        self.suggest_table.value = styled(found._repr_html_())
-        self.suggest_note.value = note_html(
-            f"{len(found)} plans for {n} devices, best first"
-            + ("" if self.state.inputs is not None else
-               " (estimated: give the Explorer inputs=... to compile them)") + ".")
-        self.suggest_select.options = [("choose a plan…", None)] + [
-            (f"[{i}] {c.name} on {' × '.join(f'{a}={k}' for a, k in c.plan.mesh_dict.items())}",
-             i) for i, c in enumerate(found)]
-        self.suggest_select.value = 0 if found else None
-
-    def _show_suggestion(self):
-        from ..planner import plan_diff
-
-        index = self.suggest_select.value
-        if index is None or index >= len(self._suggestions):
-            self.suggest_diff.value = ""
-            self.suggest_apply.disabled = True
-            return
-        chosen = self._suggestions[index]
-        lines = plan_diff(self.state.plan, chosen.plan)
-        reasons = "".join(f"<li><code>{html.escape(k)}</code>: {html.escape(r)}</li>"
-                          for k, r in chosen.reasons.items())
-        self.suggest_diff.value = styled(
-            "<b>Changes to the current plan</b><pre>" + html.escape("\n".join(lines)) + "</pre>"
-            + (f"<b>Why</b><ul>{reasons}</ul>" if reasons else ""))
-        self.suggest_apply.disabled = lines == ["no change"]
-
-    def _apply_suggestion(self):
-        """Apply the chosen plan as one edit (Undo takes it back)."""
-        index = self.suggest_select.value
-        if index is None or index >= len(self._suggestions):
-            return
-        refused = self.propose(lambda _: self._suggestions[index].plan)
-        if refused:
-            self._show_error(refused)
-        self._show_suggestion()
-
-    def _render_export(self):
-        current = self.state.plan.to_json()
-        typed = self.json_text.value
-        if typed in ("", self._json_shown) or typed == current:
-            set_if_changed(self.json_text, "value", current)
-            self._json_shown = current
-        else:  # never overwrite JSON the user typed or pasted and has not loaded
-            self.json_note.value = note_html(
-                "Your edited JSON is kept; Load JSON applies it (the plan has changed since).",
-                "#8a5a00")
-        data = base64.b64encode(self.state.plan.to_json().encode()).decode()
-        self.download.value = (f'<a download="plan.json" href="data:application/json;base64,{data}"'
-                               ' style="line-height:28px">download plan.json</a>')
-
-    # ------------------------------------------------------------ export
-    def _show_python(self):
-        self.python_code.value = self.state.plan.to_python()
-
-    def _load_json_text(self):
-        self._load_json(self.json_text.value, "Load JSON")
-
-    def _load_upload(self):
-        files = self.upload.value
-        if not files:
-            return
-        name = files[0].get("name") or "the file"
-        try:
-            text = bytes(files[0]["content"]).decode("utf-8")
-        except UnicodeDecodeError:
-            self.export_message.value = error_html(
-                f"Open file {name!r} failed: it is not UTF-8 text, so it is not a plan.",
-                "Choose a plan.json written by shardviz (Download, or Plan.to_json()).")
-            return
-        self._load_json(text, f"Open file {name!r}")
-
-    def _load_json(self, text, what):
-        try:
-            plan = Plan.from_json(text)
-            self.propose(lambda _: plan, raise_errors=True)
-        except ShardvizError as e:
-            self.export_message.value = error_html(f"{what} failed: {e.message}", e.hint)
-            return
-        except Exception as e:  # a plan nothing checked yet: the current plan stays
-            self.export_message.value = error_html(
-                f"{what} failed: shardviz could not read or analyse this plan "
-                f"({type(e).__name__}: {str(e)[:200]}). The current plan stays.",
-                "Check the plan's mesh and rules (Download shows a plan that loads).")
-            return
-        self.error.value = ""
-        self.json_note.value = ""
-        self._json_shown = self.json_text.value = self.state.plan.to_json()
-        self.export_message.value = note_html(f"{what}: plan loaded.", "#1b7f3b")

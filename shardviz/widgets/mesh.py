@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from ..plan import Plan
+from ..render.palette import STATUS_COLOURS
 from .common import Debouncer, note_html, set_if_changed
 
 
@@ -68,15 +69,16 @@ class MeshEditor:
             n = plan.mesh_size
             if n == self.device_count:
                 self.check.value = note_html(f"{n} devices needed, {self.device_count} available ✓",
-                                             "#1b7f3b")
+                                             STATUS_COLOURS["ok"])
             elif n < self.device_count:
                 self.check.value = note_html(
-                    f"{n} of the {self.device_count} devices used; the others stay idle.", "#8a5a00")
+                    f"{n} of the {self.device_count} devices used; the others stay idle.",
+                    STATUS_COLOURS["warning"])
             else:
                 self.check.value = note_html(
                     f"{n} devices needed, {self.device_count} available: layouts are exact, but "
                     f"the forward pass needs shardviz.simulate_devices({n}) (restart first).",
-                    "#8a5a00")
+                    STATUS_COLOURS["warning"])
         finally:
             self._syncing = False
 

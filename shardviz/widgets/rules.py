@@ -9,6 +9,7 @@ import ipywidgets as widgets
 
 from ..errors import ShardvizError
 from ..plan import Plan
+from ..render.palette import STATUS_COLOURS
 from .common import Debouncer, set_if_changed
 
 NONE = "—"
@@ -17,7 +18,7 @@ NONE = "—"
 def suggestions(report, limit: int = 2000) -> list[str]:
     """Keys to offer: every path, and each path with its numbers generalised
     (``block_3_q/kernel`` gives ``block_\\d+_q/kernel``), most general first."""
-    paths = list(report.scan.paths)
+    paths = list(report.rule_paths)
     general = []
     for path in paths:
         if re.search(r"\d", path):
@@ -45,7 +46,8 @@ DIM_WIDTH = 100
 """Pixels per dimension dropdown; every row's dims take the widest rule's
 room, so that the buttons line up across rules of different rank."""
 
-COLOURS = {"ok": "#1b7f3b", "warn": "#8a5a00", "error": "#b00020"}
+COLOURS = {"ok": STATUS_COLOURS["ok"], "warn": STATUS_COLOURS["warning"],
+           "error": STATUS_COLOURS["error"]}
 
 
 class RuleEditor:
@@ -242,8 +244,8 @@ class RuleEditor:
             self._entered = False
             return  # Enter (or leaving the box) already added it
         if not key:
-            self._say('<span style="color:#b00020">Type a key first: a variable path, a regex, '
-                      'or a layer output path ending in /output.</span>')
+            self._say(f'<span style="color:{STATUS_COLOURS["error"]}">Type a key first: a '
+                      'variable path, a regex, or a layer output path ending in /output.</span>')
             return
         rank = self._rank_of(key)
 
