@@ -57,17 +57,25 @@ def test_verdict_memory_and_time_agree_with_the_chip(case):
     record = RECORDS[case]
     report = compare.shardviz_answer(record)
     assert report.fits is record["ran"], report.problems_of("does-not-fit")
+    # The records hold what the chip's compiler did; another libtpu lays a program out a
+    # little differently (the encoder's temporaries move by 1.4% from 0.0.42.1 to 0.0.52),
+    # so only the recording compiler is held to 1%.
+    import importlib.metadata
+
+    same = importlib.metadata.version("libtpu") == record["versions"]["libtpu"]
+    tolerance = 0.01 if same else 0.05
     ours = int(report.memory.iloc[0]["total_bytes"])
     theirs = compare.chip_bytes(record)
-    assert abs(ours - theirs) <= 0.01 * theirs, (ours, theirs)
+    assert abs(ours - theirs) <= tolerance * theirs, (ours, theirs)
     if not record["ran"]:
         return
     mem = report.memory.iloc[0]
     if record["kind"] == "fit":
         for key in ("argument_bytes", "output_bytes", "alias_bytes", "temp_bytes"):
-            assert abs(mem[key] - record["memory"][key]) <= 0.01 * record["memory"][key], key
+            assert abs(mem[key] - record["memory"][key]) <= tolerance * record["memory"][key], key
     else:  # predict donates and returns the variables; the forward pass reads them
-        assert abs(mem["temp_bytes"] - record["memory"]["temp_bytes"]) <= 0.01 * mem["temp_bytes"]
+        assert abs(mem["temp_bytes"] - record["memory"]["temp_bytes"]) <= tolerance * \
+            mem["temp_bytes"]
     estimate = report.estimate
     bound = float(estimate[estimate.bound]["seconds"].iloc[0])
     check = CHIP_CHECKS[CHECK_OF[record["builder"]]]
