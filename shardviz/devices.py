@@ -158,7 +158,9 @@ def filtering_stderr(take: Callable[[str], bool]) -> Iterator[list[str]]:
             if take(text):
                 kept.append(text.rstrip("\r"))
             else:
-                os.write(out, line + newline)
+                data = memoryview(line + newline)
+                while data:  # a pipe or a terminal may take part of it
+                    data = data[os.write(out, data):]
 
         def pump() -> None:
             pending = b""
