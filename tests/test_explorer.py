@@ -1,12 +1,11 @@
 """The Explorer, driven from Python as a user would drive it in a notebook."""
 
-import contextlib
 import datetime
 import html
 import json
-import signal
 
 import pytest
+from deadlines import deadline
 
 import shardviz
 from shardviz import Plan, ShardvizError, examples
@@ -434,26 +433,6 @@ def test_the_suggest_tab_lists_plans_shows_the_diff_and_applies_one(app):
 
 
 # ------------------------------------------------------------ inputs that used to break it
-class Expired(BaseException):
-    """A deadline passed (not an Exception, so that no guard swallows it)."""
-
-
-@contextlib.contextmanager
-def deadline(seconds: float):
-    """Raise :class:`Expired` after ``seconds`` instead of hanging (Python's
-    re checks for signals while it matches)."""
-    def expire(*_):
-        raise Expired(f"still running after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
 def upload(app, name, text):
     app.upload.value = ({"name": name, "type": "application/json", "size": len(text),
                          "content": memoryview(text.encode()),

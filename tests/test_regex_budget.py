@@ -8,15 +8,14 @@ here runs in a child process or under a deadline, so that a regression fails
 instead of hanging the suite.
 """
 
-import contextlib
 import json
 import re
-import signal
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from deadlines import deadline
 
 from shardviz import Plan
 from shardviz.match import RuleMatcher, may_backtrack, regex_error, rule_usage
@@ -26,26 +25,6 @@ PATHS = [LONG, LONG + "/kernel", "dense/kernel", "decoder_block_10/attention/que
 HANGING = ["(a+)+$", "(a|aa)+$", "(.*)*x", r"(\w+)*kernel"]
 NORMAL = [".*dense.*/kernel", r"decoder_block_\d+/attention/(query|key|value)/kernel",
           r"(\w+/)*kernel", "(query|key|value)+", r"\(a+\)+", "[(]a+[)]+", ".*kernel"]
-
-
-class Expired(BaseException):
-    """A deadline passed (not an Exception, so that no guard swallows it)."""
-
-
-@contextlib.contextmanager
-def deadline(seconds: float):
-    """Raise :class:`Expired` after ``seconds``: Python's re checks for
-    signals while it matches, so even a backtracking match is stopped."""
-    def expire(*_):
-        raise Expired(f"still running after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def in_child(code: str, timeout: float = 60) -> dict:

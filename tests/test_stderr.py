@@ -3,6 +3,7 @@ other thread writes there goes on to stderr: every line, in order."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -34,15 +35,17 @@ def _writer(stop: threading.Event, lines: list[str]) -> None:
         time.sleep(0.002)
 
 
-def test_other_threads_lines_pass_through_a_compile_in_order(capfd):
+@contextlib.contextmanager
+def another_thread_writing(capfd):
+    """A thread writes numbered lines to fd 2 for the length of the block;
+    afterwards every one of them must have reached stderr, in order. Yields
+    nothing; the block's stderr is left in ``capfd`` for further checks."""
     capfd.readouterr()
     stop, written = threading.Event(), []
     writer = threading.Thread(target=_writer, args=(stop, written))
     writer.start()
     try:
-        for _ in range(3):
-            report = shardviz.analyze(_reshaper, RESHARDING, inputs=(8, 8))
-            assert report.problems_of("xla-resharding")  # XLA's line was taken
+        yield
     finally:
         stop.set()
         writer.join()
@@ -50,6 +53,14 @@ def test_other_threads_lines_pass_through_a_compile_in_order(capfd):
     got = [line + "\n" for line in err.splitlines() if line.startswith("other thread line")]
     assert got == written, (len(got), len(written))
     assert "Involuntary" not in err
+
+
+def test_other_threads_lines_pass_through_a_compile_in_order(capfd):
+    with another_thread_writing(capfd):
+        for _ in range(3):
+            report = shardviz.analyze(_reshaper, RESHARDING, inputs=(8, 8))
+            assert report.problems_of("xla-resharding")  # XLA's line was taken
+
 
 
 def _huge():
@@ -60,36 +71,16 @@ def _huge():
 def test_other_threads_lines_pass_through_a_compile_that_fails(capfd):
     """The compiler refuses the program for memory: what was written while
     it ran still goes on."""
-    capfd.readouterr()
-    stop, written = threading.Event(), []
-    writer = threading.Thread(target=_writer, args=(stop, written))
-    writer.start()
-    try:
+    with another_thread_writing(capfd):
         report = shardviz.analyze(_huge, Plan({"batch": 1}, {}), inputs=(8, 32768),
                                   target="v5e:1x1", train_step=True)
         assert report.fits is False
-    finally:
-        stop.set()
-        writer.join()
-    err = capfd.readouterr().err
-    got = [line + "\n" for line in err.splitlines() if line.startswith("other thread line")]
-    assert got == written, (len(got), len(written))
 
 
 def test_lines_written_while_a_tpu_topology_is_described_are_kept(capfd):
     from shardviz.target.tpu import tpu_topology_devices
 
     tpu_topology_devices.cache_clear()
-    capfd.readouterr()
-    stop, written = threading.Event(), []
-    writer = threading.Thread(target=_writer, args=(stop, written))
-    writer.start()
-    try:
+    with another_thread_writing(capfd):
         for topology in ("2x2", "2x4", "4x4"):
             tpu_topology_devices("v5e", topology)
-    finally:
-        stop.set()
-        writer.join()
-    err = capfd.readouterr().err
-    got = [line + "\n" for line in err.splitlines() if line.startswith("other thread line")]
-    assert got == written, (len(got), len(written))
