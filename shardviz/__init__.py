@@ -31,10 +31,11 @@ from .plan import Plan, Rule  # noqa: E402
 
 _LAZY = {
     "analyze": ("shardviz.analysis", "analyze"),
-    "scan": ("shardviz.model_scan", "scan"),
-    "Scan": ("shardviz.model_scan", "Scan"),
+    "scan": ("shardviz.model.scan", "scan"),
+    "Scan": ("shardviz.model.scan", "Scan"),
+    "match_path": ("shardviz.layout.match", "match_path"),
     "Report": ("shardviz.report", "Report"),
-    "Explanation": ("shardviz.why", "Explanation"),
+    "Explanation": ("shardviz.explain", "Explanation"),
     "suggest": ("shardviz.planner", "suggest"),
     "sweep": ("shardviz.planner", "sweep"),
     "show_sweep": ("shardviz.render.pictures", "show_sweep"),

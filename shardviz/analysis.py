@@ -20,11 +20,11 @@ from collections.abc import Callable
 from . import checks
 from .errors import OutOfMemory, Problem, ShardvizError
 from .format import plural
-from .geometry import mesh_model
-from .layouts import output_layouts, variable_layouts
-from .match import compiled
-from .model_scan import Scan
-from .model_scan import scan as scan_model
+from .layout.assign import output_layouts, variable_layouts
+from .layout.geometry import mesh_model
+from .layout.match import compiled
+from .model.scan import Scan
+from .model.scan import scan as scan_model
 from .plan import as_bytes, as_plan, check_processes
 from .report import Report
 from .target import Target, parse_target
@@ -55,7 +55,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
 
     Args:
         model_or_builder: a built Keras model, a zero-argument builder, or a
-            :class:`~shardviz.model_scan.Scan` from :func:`shardviz.scan` (reuse a
+            :class:`~shardviz.model.scan.Scan` from :func:`shardviz.scan` (reuse a
             scan to re-analyse quickly after an edit).
         plan: a :class:`~shardviz.Plan`, a Keras ``ModelParallel`` /
             ``DataParallel`` / ``LayoutMap``, or a plan dict.

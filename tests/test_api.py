@@ -10,7 +10,8 @@ import sys
 import pytest
 
 import shardviz
-from shardviz import Plan, examples, schema
+from shardviz import Plan, examples
+from shardviz.report import schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -118,7 +119,7 @@ def test_docstring_examples_run(name):
 
 def test_one_error_vocabulary():
     from shardviz import ShardvizError
-    from shardviz.geometry import GeometryError, MeshModel, geometry_of
+    from shardviz.layout.geometry import GeometryError, MeshModel, geometry_of
     from shardviz.render.export import frames_from_json
 
     with pytest.raises(ShardvizError) as info:

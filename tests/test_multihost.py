@@ -77,7 +77,7 @@ def workers_left() -> list[int]:
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"shardviz.multihost_worker" not in f.read():
+                if b"shardviz.multihost.worker" not in f.read():
                     continue
             with open(f"/proc/{pid}/environ", "rb") as f:
                 if f"SHARDVIZ_TEST_MARK={MARK}".encode() in f.read():
@@ -222,7 +222,7 @@ def test_a_builder_file_given_by_a_relative_path_is_what_every_worker_loads(tmp_
               cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "gathered output matches" in out.stdout
-    from shardviz.builders import builder_ref, load_builder
+    from shardviz.model.builders import builder_ref, load_builder
 
     assert builder_ref("m.py:build") == f"{os.path.abspath('m.py')}:build"
     loaded = load_builder(str(tmp_path / "m.py") + ":build")

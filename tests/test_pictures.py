@@ -80,7 +80,7 @@ def test_tiles_match_jax_devices_indices_map(case):
 @given(layouts())
 def test_report_geometry_agrees_with_jax_for_concrete_and_abstract_meshes(case):
     sizes, shape, spec = case
-    from shardviz.geometry import MeshModel, tensor_geometry
+    from shardviz.layout.geometry import MeshModel, tensor_geometry
 
     mesh_axes = tuple(zip(AXES, sizes))
     concrete = tensor_geometry(shape, "float32", spec, MeshModel(mesh_axes, abstract=False))

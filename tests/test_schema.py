@@ -1,4 +1,4 @@
-"""The frames agree with shardviz/schema.py, their one description: the
+"""The frames agree with shardviz/report/schema.py, their one description: the
 Report's frames, their docstrings, the JSON export and the table in
 docs/ARCHITECTURE.md. Each test also plants a violation and sees itself fail."""
 
@@ -10,8 +10,9 @@ import re
 import pytest
 
 import shardviz
-from shardviz import Report, examples, schema
+from shardviz import Report, examples
 from shardviz.render.export import report_to_dict
+from shardviz.report import schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

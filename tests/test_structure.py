@@ -1,16 +1,17 @@
 """The shape of the package, enforced: imports point down the layers, and
 every private Keras or JAX API is reached only from ``shardviz/_adapters/``.
 
-Layers, lowest first (docs/ARCHITECTURE.md):
+Layers, lowest first (docs/ARCHITECTURE.md), each a package you see in ``ls``:
 
 0. base: ``errors``, ``format``
 1. adapters: ``_adapters/*`` (every private Keras and JAX use)
-2. values and checks: plan, inputs, model_scan, match, geometry, layouts,
-   checks, devices, examples
+2. values: ``plan/``, ``model/``, ``layout/``, ``target/``, ``checks/``,
+   ``devices``, ``examples``
 3. trace: ``trace/*``
-4. assembly: ``report``, ``schema``, ``analysis``, ``why``, ``planner``
-5. render: ``render/*``
-6. outer: ``widgets/*``, ``cli``, ``__main__``, ``multihost``, ``multihost_worker``
+4. assembly: ``analysis``, ``report/``
+5. composers: ``explain/``, ``planner/`` (they read Reports and ask ``analyze`` again)
+6. render: ``render/*``
+7. outer: ``widgets/*``, ``cli/``, ``__main__``, ``multihost/``
 
 A module imports only from its own layer or below. The Report may import a
 renderer lazily, inside a method (its display methods), never at the top.
@@ -26,10 +27,12 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "shardviz"
 
 BASE = {"errors", "format"}
-VALUES = {"plan", "inputs", "model_scan", "match", "geometry", "layouts", "checks", "devices",
-          "examples", "target", "builders"}
-ASSEMBLY = {"report", "schema", "analysis", "why", "planner"}
-OUTER = {"cli", "__main__", "multihost", "multihost_worker"}
+VALUES = {"plan", "model", "layout", "target", "checks", "devices", "examples", "match"}
+ASSEMBLY = {"analysis", "report"}
+COMPOSERS = {"explain", "planner"}
+OUTER = {"widgets", "cli", "__main__", "multihost"}
+LAYERS = [BASE, {"_adapters"}, VALUES, {"trace"}, ASSEMBLY, COMPOSERS, {"render"}, OUTER]
+OUTERMOST = 7
 
 
 def layer_of(module: str) -> int | None:
@@ -37,21 +40,9 @@ def layer_of(module: str) -> int | None:
     parts = module.split(".")[1:]
     if not parts or parts == ["__init__"]:
         return None
-    head = parts[0]
-    if head in BASE:
-        return 0
-    if head == "_adapters":
-        return 1
-    if head in VALUES:
-        return 2
-    if head == "trace":
-        return 3
-    if head in ASSEMBLY:
-        return 4
-    if head == "render":
-        return 5
-    if head == "widgets" or head in OUTER:
-        return 6
+    for number, layer in enumerate(LAYERS):
+        if parts[0] in layer:
+            return number
     raise AssertionError(f"{module} is in no layer; add it to tests/test_structure.py and "
                          "docs/ARCHITECTURE.md")
 
@@ -114,6 +105,14 @@ def shardviz_imports(module: str, path: pathlib.Path, source: str | None = None,
     return found
 
 
+def report_method_import(module: str, target: str, inside: bool) -> bool:
+    """The one allowed upward import: a Report's methods (never its module's
+    top) hand the Report to what reads it, renderers to draw itself
+    (``show``, ``_repr_html_``) and ``explain`` for ``report.why(i)``."""
+    return (inside and (module == "shardviz.report" or module.startswith("shardviz.report."))
+            and target.startswith(("shardviz.render.", "shardviz.explain")))
+
+
 def layering_violations(module: str, path: pathlib.Path, source: str | None = None):
     mine = layer_of(module)
     if mine is None:
@@ -122,14 +121,14 @@ def layering_violations(module: str, path: pathlib.Path, source: str | None = No
     for target, line, inside, names in shardviz_imports(module, path, source):
         theirs = layer_of(target)
         if theirs is None:
-            if names == ("__version__",) or mine == 6:
+            if names == ("__version__",) or mine == OUTERMOST:
                 continue  # the version string, or the facade from the outer layer
             out.append(f"{module}:{line} imports the shardviz facade ({names})")
             continue
         if theirs <= mine:
             continue
-        if module == "shardviz.report" and theirs == 5 and inside:
-            continue  # the Report's display methods draw themselves, lazily
+        if report_method_import(module, target, inside):
+            continue
         out.append(f"{module}:{line} (layer {mine}) imports {target} (layer {theirs})")
     return out
 
@@ -142,11 +141,15 @@ def test_imports_point_down_the_layers():
 def test_the_layering_check_sees_a_wrong_import():
     bad = "from ..render.html import report_html\n"
     assert layering_violations("shardviz.trace.forward", PACKAGE / "trace" / "forward.py", bad)
-    top = "from .render.text import report_text\n"
-    assert layering_violations("shardviz.report", PACKAGE / "report.py", top)
+    top = "from ..render.text import report_text\n"
+    assert layering_violations("shardviz.report", PACKAGE / "report" / "__init__.py", top)
+    lazy = "def show(self):\n    from ..render.text import report_text\n"
+    assert not layering_violations("shardviz.report", PACKAGE / "report" / "__init__.py", lazy)
     lazy = "def show(self):\n    from .render.text import report_text\n"
-    assert not layering_violations("shardviz.report", PACKAGE / "report.py", lazy)
     assert layering_violations("shardviz.analysis", PACKAGE / "analysis.py", lazy)
+    upward = "from ..explain import Explanation\n"
+    assert layering_violations("shardviz.planner", PACKAGE / "planner" / "__init__.py", "")  == []
+    assert layering_violations("shardviz.layout.match", PACKAGE / "layout" / "match.py", upward)
 
 
 # ----------------------------------------------------------- private APIs

@@ -35,7 +35,7 @@ def test_nothing_outside_the_target_package_asks_for_the_kind_of_target():
     "if report.target.is_tpu:", "timed = not target.is_cpu",
     "if target.hardware.family == 'gpu':", "isinstance(t, TpuSlices)"])
 def test_the_kind_check_sees_a_planted_question(line):
-    assert kind_tests(PACKAGE / "report.py", f"x = 1\n{line}\n")
+    assert kind_tests(PACKAGE / "report" / "__init__.py", f"x = 1\n{line}\n")
 
 
 @pytest.mark.parametrize("name, kind", [("cpu", SimulatedCpu), ("v5e:2x2", TpuSlices),

@@ -276,7 +276,7 @@ def test_a_missing_libtpu_says_how_to_get_it(monkeypatch):
 
     import importlib.util
 
-    from shardviz.geometry import mesh_model
+    from shardviz.layout.geometry import mesh_model
 
     find_spec = importlib.util.find_spec
     devices.tpu_topology_devices.cache_clear()

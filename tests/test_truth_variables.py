@@ -8,7 +8,7 @@ import pytest
 
 import shardviz
 from shardviz import Plan, examples
-from shardviz.geometry import spec_from_sharding
+from shardviz.layout.geometry import spec_from_sharding
 
 BUILDERS = {
     "functional": examples.mlp,

@@ -8,7 +8,7 @@ import pytest
 
 import shardviz
 from shardviz import Plan, ShardvizError, examples
-from shardviz.why import explain_collective
+from shardviz.explain import explain_collective
 
 X8 = (8, 16)
 WRONG_PAIR = Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ..errors import KINDS, SEVERITIES, ShardvizError
-from ..inputs import MAX_DIM
+from ..model.inputs import MAX_DIM
 from ..plan import AXIS_NAME, Plan, as_bytes, check_axis_name
 from .running import UsageError, check_writable
 

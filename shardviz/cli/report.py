@@ -8,8 +8,8 @@ import shutil
 import sys
 from typing import Any
 
-from ..builders import load_builder
 from ..errors import SEVERITIES
+from ..model.builders import load_builder
 from .options import (
     add_builder,
     add_guards,

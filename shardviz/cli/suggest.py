@@ -9,8 +9,8 @@ import sys
 import textwrap
 from typing import Any
 
-from ..builders import load_builder
 from ..format import format_spec, human_bytes
+from ..model.builders import load_builder
 from .options import add_builder, add_inputs, add_outputs, add_target, check_outputs, inputs_of, parse_bytes
 from .running import UsageError, running, use_devices, write_file
 

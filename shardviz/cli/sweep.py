@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..builders import load_builder
 from ..format import human_bytes, human_seconds
+from ..model.builders import load_builder
 from .options import (
     add_builder,
     add_inputs,

@@ -7,8 +7,8 @@ import argparse
 import re
 from typing import Any
 
-from ..builders import load_builder
 from ..errors import ShardvizError
+from ..model.builders import load_builder
 from .options import add_builder, add_inputs, add_outputs, add_plan, build_plan, parse_inputs
 from .running import UsageError, running
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..format import format_spec, human_bytes
-from ..match import compiled
+from ..layout.match import compiled
 
 
 def explain_path(report, path: str) -> str:

@@ -18,8 +18,9 @@ import json
 
 import pandas as pd
 
-from .. import __version__, schema
+from .. import __version__
 from ..errors import ShardvizError
+from ..report import schema
 
 SCHEMA = "shardviz.report"
 
@@ -37,7 +38,7 @@ def _plain(value):
 
 def report_to_dict(report) -> dict:
     """Everything in the report, as plain data: every frame of
-    :mod:`shardviz.schema`, with its columns, dtypes and rows."""
+    :mod:`shardviz.report.schema`, with its columns, dtypes and rows."""
     data = {
         "format": SCHEMA, "version": 1, "shardviz": __version__,
         "summary": _plain_dict(report.summary()), "plan": report.plan.to_dict(),
@@ -60,7 +61,7 @@ def report_to_dict(report) -> dict:
 
 
 def explanation_dict(why) -> dict:
-    """An :class:`~shardviz.why.Explanation` as plain data."""
+    """An :class:`~shardviz.explain.Explanation` as plain data."""
     return {"index": why.index, "kind": why.kind, "layer": why.layer, "source": why.source,
             "source_from": why.source_from, "text": why.text, "rules": list(why.rules),
             "fix": why.fix.to_dict() if why.fix is not None else None,

@@ -21,7 +21,7 @@ from matplotlib.patches import Rectangle
 
 from ..errors import ShardvizError
 from ..format import format_mesh, format_spec, human_bytes, human_seconds
-from ..model_scan import layer_path
+from ..model.scan import layer_path
 from .palette import (
     FIGURE_STATUS_COLOURS,
     KIND_COLOURS,

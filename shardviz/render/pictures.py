@@ -50,7 +50,7 @@ def show_sharding(x: jax.Array | jax.ShapeDtypeStruct, *, rows: int | None = Non
             f"{type(x).__name__}.",
             hint="For a ShapeDtypeStruct pass sharding=NamedSharding(mesh, spec).",
         )
-    from ..geometry import spec_from_sharding
+    from ..layout.geometry import spec_from_sharding
     from .mpl import tensor_figure
 
     shape = tuple(int(d) for d in shape)

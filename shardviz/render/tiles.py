@@ -4,10 +4,10 @@ A tensor of any rank is drawn as tiles on a grid: one tensor dim along the
 rows, one along the columns, and every other split dim as a separate panel
 (small multiples). A tile is one distinct shard and lists every device that
 holds it. The tiles are read off JAX's ``devices_indices_map`` (through
-:meth:`~shardviz.geometry.TensorGeometry.indices`), so a picture can only be
+:meth:`~shardviz.layout.geometry.TensorGeometry.indices`), so a picture can only be
 as right as JAX.
 
->>> from shardviz.geometry import MeshModel, tensor_geometry
+>>> from shardviz.layout.geometry import MeshModel, tensor_geometry
 >>> mesh = MeshModel((("batch", 2), ("model", 4)), abstract=True)
 >>> g = tensor_geometry((8, 16, 32), "float32", ("batch", None, "model"), mesh)
 >>> layout = tile_layout(g.shape, g.indices())

@@ -20,7 +20,7 @@ from typing import Any
 
 from .._adapters.jax import watch_sharding
 from ..errors import ShardvizError
-from ..geometry import (
+from ..layout.geometry import (
     MeshModel,
     SubAxis,
     entry_size,
@@ -29,7 +29,7 @@ from ..geometry import (
     spec_from_sharding,
     uneven_dims,
 )
-from ..model_scan import layer_path
+from ..model.scan import layer_path
 
 
 @dataclasses.dataclass
@@ -166,7 +166,7 @@ class Activation:
     @property
     def actual_spec(self) -> tuple | None:
         """The actual layout as a spec; a dim split over part of an axis
-        shows a :class:`~shardviz.geometry.SubAxis` such as ``'model:(1)2'``.
+        shows a :class:`~shardviz.layout.geometry.SubAxis` such as ``'model:(1)2'``.
         None if XLA's layout is not a product of mesh (sub-)axes."""
         decoded = self._decoded
         return decoded[0] if decoded else None

@@ -62,7 +62,7 @@ def reshard_problems(compiled, warnings, layer_paths, plan, what: str = "forward
     """Each :class:`~.xla_log.ReshardWarning` as a Problem naming its layer,
     its source line, and the rules whose layouts meet there."""
     from ..errors import Problem
-    from ..match import compiled as compiled_key
+    from ..layout.match import compiled as compiled_key
 
     if not warnings:
         return []

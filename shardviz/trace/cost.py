@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..geometry import MeshModel
+from ..layout.geometry import MeshModel
 from ..target import collective_seconds
 from .hlo import Collective
 

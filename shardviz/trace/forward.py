@@ -17,8 +17,8 @@ import numpy as np
 
 from .._adapters import keras as keras_adapter
 from ..errors import Problem, ShardvizError
-from ..geometry import MeshModel
-from ..inputs import (
+from ..layout.geometry import MeshModel
+from ..model.inputs import (
     call_args,
     check_against_model,
     input_arrays,

@@ -19,8 +19,8 @@ import time
 
 from .._adapters import keras as keras_adapter
 from ..errors import Problem, ShardvizError
-from ..geometry import GeometryError, geometry_of, itemsize, spec_from_sharding
-from ..match import RuleMatcher
+from ..layout.geometry import GeometryError, geometry_of, itemsize, spec_from_sharding
+from ..layout.match import RuleMatcher
 from . import hlo
 from .activations import Recorder
 from .compile import collectives_of, compile_pass, reshard_problems
@@ -127,7 +127,7 @@ def _labels(labels, outputs, data_shardings):
     ``(specs, how)``."""
     import jax
 
-    from ..inputs import normalize_inputs
+    from ..model.inputs import normalize_inputs
 
     if labels is None:
         outputs = outputs()

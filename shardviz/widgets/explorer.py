@@ -21,7 +21,7 @@ import ipywidgets as widgets
 import traitlets
 
 from ..errors import OutOfMemory, ShardvizError
-from ..model_scan import Scan
+from ..model.scan import Scan
 from ..plan import Plan, as_plan
 from ..render.palette import STATUS_COLOURS
 from ..render.text import fit_text, summary_line

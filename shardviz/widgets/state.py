@@ -26,8 +26,8 @@ from typing import Any
 
 from ..analysis import analyze
 from ..errors import ShardvizError
-from ..model_scan import Scan
-from ..model_scan import scan as scan_model
+from ..model.scan import Scan
+from ..model.scan import scan as scan_model
 from ..plan import Plan, as_plan
 from ..report import Report
 from ..target import Target, parse_target
@@ -37,7 +37,7 @@ class ExplorerState:
     """Everything the Explorer knows, and every change it can make.
 
     Args:
-        model_or_builder: a model, a builder or a :class:`~shardviz.model_scan.Scan`.
+        model_or_builder: a model, a builder or a :class:`~shardviz.model.scan.Scan`.
         plan: the first plan (a Plan, a Keras distribution or a plan dict).
         inputs: inputs for the forward pass, or None for variables only.
         train_step: trace the train step ``model.fit`` runs instead of a

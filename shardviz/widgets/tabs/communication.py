@@ -14,7 +14,7 @@ from ..common import note_html, show_png
 from ..tab import Tab
 
 if TYPE_CHECKING:
-    from ...why import Explanation
+    from ...explain import Explanation
 
 
 class CommunicationTab(Tab):

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .errors import Problem
-from .format import format_spec, human_bytes, plural
-from .geometry import MeshModel
-from .layouts import OutputLayout, VariableLayout
-from .match import Match, regex_error, rule_usage
-from .model_scan import Scan
-from .plan import Plan
+from ..errors import Problem
+from ..format import format_spec, human_bytes, plural
+from ..layout.assign import OutputLayout, VariableLayout
+from ..layout.geometry import MeshModel
+from ..layout.match import Match, regex_error, rule_usage
+from ..model.scan import Scan
+from ..plan import Plan
 
 DEFAULT_REPLICATED_THRESHOLD = 16 * 2**20
 """Variables at least this large (bytes) left fully replicated are flagged."""
@@ -199,9 +199,9 @@ def rule_feedback(plan: Plan, var_layouts, out_layouts, usage,
     ``ranks``, the ranks of the tensors it matches (``ranks_of(key)``, when
     given, answers that from a cache).
 
-    >>> from shardviz.model_scan import Scan, VariableInfo
-    >>> from shardviz.geometry import mesh_model
-    >>> from shardviz.layouts import variable_layouts
+    >>> from shardviz.model.scan import Scan, VariableInfo
+    >>> from shardviz.layout.geometry import mesh_model
+    >>> from shardviz.layout.assign import variable_layouts
     >>> info = VariableInfo("d/kernel", (4, 8), "float32", True)
     >>> scan = Scan(None, "functional", (info,), (), "none")
     >>> plan = Plan({"model": 2}, {"d/kernel": (None, "model"), "x": ("model",)})

@@ -36,9 +36,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._adapters import keras as keras_adapter
-from .errors import ShardvizError
-from .format import plural
+from .._adapters import keras as keras_adapter
+from ..errors import ShardvizError
+from ..format import plural
+from ..layout.match import PathIndex, RuleMatcher
 from .inputs import (
     call_args,
     check_against_model,
@@ -46,7 +47,6 @@ from .inputs import (
     normalize_inputs,
     placeholder_inputs,
 )
-from .match import PathIndex, RuleMatcher
 
 OUTPUT_SUFFIX = "/output"
 
@@ -331,7 +331,7 @@ def scan(model_or_builder: Any, inputs: object = None) -> Scan:
         ShardvizError: if the builder raises or returns no model, or the
             model is not built.
     """
-    from .devices import quiet_tpu_runtime
+    from ..devices import quiet_tpu_runtime
 
     quiet_tpu_runtime()
     start = time.perf_counter()

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .errors import ShardvizError
-from .format import format_mesh, format_spec, human_bytes, human_seconds
-from .plan import MAX_AXES, MAX_MESH_SIZE, Plan, as_bytes, check_axis_name, check_device_count
+from ..errors import ShardvizError
+from ..format import format_mesh, format_spec, human_bytes, human_seconds
+from ..plan import MAX_AXES, MAX_MESH_SIZE, Plan, as_bytes, check_axis_name, check_device_count
 
 if TYPE_CHECKING:
-    from .model_scan import Scan
-    from .report import Report
+    from ..model.scan import Scan
+    from ..report import Report
 
 TIGHT = 0.75
 """Above this share of a chip's memory taken by variables alone, an
@@ -150,7 +150,7 @@ def fully_sharded_specs(scan: Scan, axis: str, size: int,
                         min_bytes: int = FSDP_MIN_BYTES) -> dict[str, tuple]:
     """``specs`` with every variable of at least ``min_bytes`` also split
     over ``axis`` on its largest free dim that divides."""
-    from .geometry import itemsize
+    from ..layout.geometry import itemsize
 
     out = dict(specs or {})
     for v in scan.variables:
@@ -448,7 +448,7 @@ def activations_dominate(scan: Scan, model: int) -> bool:
     """Whether the layer outputs (taken as float32, split over the batch only)
     outweigh the variables split over ``model``: where sequence parallelism
     pays."""
-    from .geometry import itemsize
+    from ..layout.geometry import itemsize
 
     acts = sum(math.prod(o.shapes[0]) * 4 for o in scan.outputs if o.shapes)
     variables = sum(v.size * itemsize(v.dtype) for v in scan.variables) / model
@@ -533,10 +533,10 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             before any work.
     """
 
-    from .analysis import analyze
-    from .model_scan import Scan
-    from .model_scan import scan as scan_model
-    from .target import parse_target
+    from ..analysis import analyze
+    from ..model.scan import Scan
+    from ..model.scan import scan as scan_model
+    from ..target import parse_target
 
     if not _is_count(top):
         raise ShardvizError(f"suggest(top={top!r:.40}): give how many candidates to return, "
@@ -717,9 +717,9 @@ def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
     with :func:`shardviz.show_sweep`. ``labels`` are the y of the train
     step, as in :func:`~shardviz.analyze`.
     """
-    from .analysis import analyze
-    from .model_scan import Scan
-    from .model_scan import scan as scan_model
+    from ..analysis import analyze
+    from ..model.scan import Scan
+    from ..model.scan import scan as scan_model
 
     base_rules, batch_axis = _sweep_rules(rules, batch_axis)
     if devices is not None:
@@ -761,7 +761,7 @@ def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
 def _sweep_rules(rules: object, batch_axis: str | None) -> tuple[tuple[Any, ...], str | None]:
     """The rules of :func:`sweep` as Rules, and the batch axis (a Plan's own
     by default), or a :class:`ShardvizError` that names ``rules``."""
-    from .plan import _normalize_rules
+    from ..plan import _normalize_rules
 
     if isinstance(rules, Plan):
         return rules.rules, batch_axis or rules.batch_axis

@@ -1,6 +1,6 @@
 """One process of ``shardviz verify``: a host of a local multi-process JAX cluster.
 
-Run by :mod:`shardviz.multihost` as ``python -m shardviz.multihost_worker SPEC.json ID``,
+Run by :mod:`shardviz.multihost` as ``python -m shardviz.multihost.worker SPEC.json ID``,
 never by hand. It simulates its share of the devices on the CPU, joins the
 cluster on 127.0.0.1 with gloo collectives, executes the plan's exported
 multi-host code exactly as ``Plan.to_python(processes=N)`` wrote it, builds
@@ -107,7 +107,7 @@ def main(spec_path: str, process_id: int) -> int:
         exec(compile(spec["code"], "<shardviz exported plan>", "exec"), namespace)  # noqa: S102
         distribution = namespace["distribution"]
         enter("importing the builder")
-        from shardviz.builders import load_builder
+        from shardviz.model.builders import load_builder
 
         builder = load_builder(spec["builder"])
         enter("building the model")
@@ -127,7 +127,7 @@ def main(spec_path: str, process_id: int) -> int:
         tv = [v.value for v in model.trainable_variables]
         ntv = [v.value for v in model.non_trainable_variables]
 
-        from shardviz.inputs import call_args
+        from shardviz.model.inputs import call_args
 
         names = spec.get("input_names")
         batch = (dict(zip(names, placed)) if names else

@@ -1,8 +1,8 @@
 """Layouts: what a plan does to each variable and each output path.
 
-This joins a :class:`~shardviz.model_scan.Scan` and a :class:`~shardviz.plan.Plan`:
+This joins a :class:`~shardviz.model.scan.Scan` and a :class:`~shardviz.plan.Plan`:
 Keras-exact matching decides which rule (or the variable's own layout) gives
-each path its axes, and :mod:`shardviz.geometry` turns the axes into shards.
+each path its axes, and :mod:`shardviz.layout.geometry` turns the axes into shards.
 Nothing here draws or prints; :class:`~shardviz.report.Report` holds the
 result.
 """
@@ -15,13 +15,13 @@ import threading
 import weakref
 from typing import TYPE_CHECKING
 
+from ..model.scan import OutputInfo, Scan, VariableInfo
+from ..plan import Plan
 from .geometry import GeometryError, MeshModel, TensorGeometry, geometry_of, replicated_geometry
 from .match import Match
-from .model_scan import OutputInfo, Scan, VariableInfo
-from .plan import Plan
 
 if TYPE_CHECKING:
-    from .errors import Problem
+    from ..errors import Problem
 
 
 class VariableLayout:

@@ -18,7 +18,7 @@ import importlib.util
 import os
 import sys
 
-from .errors import ShardvizError
+from ..errors import ShardvizError
 
 FILE_MODULE = "_shardviz_builder"
 """The module name a builder file is loaded under."""

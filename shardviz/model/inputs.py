@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .errors import ShardvizError
-from .format import plural
+from ..errors import ShardvizError
+from ..format import plural
 
 
 def _is_shape(x) -> bool:
@@ -89,7 +89,7 @@ def model_input_specs(model):
         return [(tuple(t.shape), str(t.dtype)) for t in inputs]
     if call_arity(model) > 1:
         return None  # Keras remembers the shape of the first argument only
-    from ._adapters.keras import build_shapes
+    from .._adapters.keras import build_shapes
 
     shapes = build_shapes(model)
     if len(shapes) == 1:

@@ -4,7 +4,7 @@ The report is the one object every picture, widget and command reads. It
 holds the plan, the scan, the per-variable layouts and the problems, and
 offers them as pandas DataFrames (``report.variables``, ``report.rules``,
 ... every name in :data:`FRAMES`), each described, row and columns, in
-:mod:`shardviz.schema` and in its own docstring (``help(Report.variables)``).
+:mod:`shardviz.report.schema` and in its own docstring (``help(Report.variables)``).
 
 It displays itself in a notebook (``_repr_html_``) and a terminal
 (``str(report)``, or ``rich.print(report)``).
@@ -21,25 +21,25 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import pandas as pd
 
+from ..checks import memory_parts, needed_bytes
+from ..errors import SEVERITIES, OutOfMemory, Problem, ShardvizError
+from ..format import plural
+from ..layout.assign import OutputLayout, VariableLayout
+from ..layout.geometry import MeshModel, TensorGeometry
+from ..model.scan import Scan
+from ..plan import Plan
+from ..target import Target, parse_target
 from . import schema
-from .checks import memory_parts, needed_bytes
-from .errors import SEVERITIES, OutOfMemory, Problem, ShardvizError
-from .format import plural
-from .geometry import MeshModel, TensorGeometry
-from .layouts import OutputLayout, VariableLayout
-from .model_scan import Scan
-from .plan import Plan
-from .target import Target, parse_target
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from numpy.typing import DTypeLike
     from rich.console import Console, ConsoleOptions, RenderResult
 
-    from .trace import Activation, Trace
+    from ..trace import Activation, Trace
 
 FRAMES = schema.NAMES
-"""Every DataFrame a Report has, by attribute name (see :mod:`shardviz.schema`)."""
+"""Every DataFrame a Report has, by attribute name (see :mod:`shardviz.report.schema`)."""
 
 
 def _column(values: Sequence[object], dtype: DTypeLike) -> pd.Series | np.ndarray:
@@ -78,7 +78,7 @@ def _stderr_line(line: str | None) -> None:
 
 def frame(cols: Mapping[str, Sequence[object]], name: str, dtypes: dict | None = None,
           axes: tuple[str, ...] = ()) -> pd.DataFrame:
-    """The frame :mod:`~shardviz.schema` calls ``name``, from ``cols`` (column
+    """The frame :mod:`~shardviz.report.schema` calls ``name``, from ``cols`` (column
     name to values), each column of the schema's dtype (a nullable one is
     object when a value is None or there are none) or of ``dtypes[column]``
     where the builder decides at run time. Text, tuples and None stay Python
@@ -226,7 +226,7 @@ class Report:
     @functools.cached_property
     @schema.documented("rules")
     def rules(self) -> pd.DataFrame:
-        from .checks import rule_feedback
+        from ..checks import rule_feedback
 
         feedback = rule_feedback(self.plan, self.variable_layouts, self.output_layouts,
                                  self.rule_usage, self.ranks_of)
@@ -570,7 +570,7 @@ class Report:
         """How far the step-time estimate may be from a real step, and why:
         what real chips of the target's kind measured against it, or that
         none did (:data:`shardviz.target.CHIP_CHECKS`)."""
-        from .target import estimate_checks
+        from ..target import estimate_checks
 
         train = bool(self.trace and self.trace.train_step)
         checks = estimate_checks(self.target.hardware, train)
@@ -649,7 +649,7 @@ class Report:
     def replicated_large(self, threshold: int) -> list[Problem]:
         """``replicated-large`` problems at another threshold (bytes) than the
         one the report was made with."""
-        from .checks import replicated_large
+        from ..checks import replicated_large
 
         return replicated_large(self.variable_layouts, self.plan, self.mesh, threshold)
 
@@ -710,7 +710,7 @@ class Report:
         self._refuse_uneven(a)
         import math
 
-        from .geometry import itemsize
+        from ..layout.geometry import itemsize
 
         replicated = a.replicated_over
         sizes = dict(self.mesh.mesh)
@@ -765,7 +765,7 @@ class Report:
         ``.../output``) lands on the devices. Any rank: pick the tensor dims
         drawn as ``rows`` and ``cols``; other split dims become panels.
         Returns a matplotlib Figure."""
-        from .render.mpl import tensor_figure
+        from ..render.mpl import tensor_figure
 
         self._check_path(path)
         spec: tuple | None
@@ -784,7 +784,7 @@ class Report:
     def text(self, path: str, index: int = 0, call: int = 0) -> str:
         """What ``jax.debug.visualize_sharding`` prints for the tensor at
         ``path``: JAX's own drawing, for 1-D and 2-D tensors."""
-        from .render.text import jax_text
+        from ..render.text import jax_text
 
         self._check_path(path)
         if path in self._by_path:
@@ -810,7 +810,7 @@ class Report:
         """The device grid of the plan's mesh; with several hosts
         (``processes=``, or a TPU target's topology) each device says its
         host, and lines separate the hosts."""
-        from .render.mpl import mesh_figure
+        from ..render.mpl import mesh_figure
 
         host_of = dict(zip((int(i) for i in self.mesh.device_ids.flat),
                            self.process_of_position))
@@ -818,7 +818,7 @@ class Report:
 
     def show_memory(self) -> Figure:
         """Bytes per device, stacked by what holds them."""
-        from .render.mpl import memory_figure
+        from ..render.mpl import memory_figure
 
         return memory_figure(self)
 
@@ -827,7 +827,7 @@ class Report:
         numbered as in :attr:`collectives`. Collectives whose explanation
         found a fix are marked "fix" (green); ``explain=True`` explains every
         collective first (see :meth:`why`)."""
-        from .render.mpl import flow_figure
+        from ..render.mpl import flow_figure
 
         if explain and self.trace is not None:
             self.explanations()
@@ -836,7 +836,7 @@ class Report:
     def show_grid(self, paths: Sequence[str] | None = None, columns: int = 5) -> Figure:
         """Every variable's (or the given paths') tiles in one figure,
         ``columns`` to a row."""
-        from .render.mpl import grid_figure
+        from ..render.mpl import grid_figure
 
         return grid_figure(self, paths, columns)
 
@@ -844,7 +844,7 @@ class Report:
             progress: bool | Callable[[str], object] | None = None) -> Any:
         """Why collective ``which`` (an index into :attr:`collectives`, or one
         of its rows) is there, and what removes it: an
-        :class:`~shardviz.why.Explanation` with ``text``, ``rules``,
+        :class:`~shardviz.explain.Explanation` with ``text``, ``rules``,
         ``source`` and a ``fix`` plan (or None, with the reason). Finding
         the fix compiles a few counterfactual plans (on a train step, their
         forward passes); the result is kept, and so is each plan compiled,
@@ -853,7 +853,7 @@ class Report:
         default, always with ``progress=True``, never with ``False``; a
         callable (``print``, say) hears each line instead. Interrupting it
         (Ctrl-C) leaves the report as it was."""
-        from .why import _row, cache_of, explain_collective
+        from ..explain import _row, cache_of, explain_collective
 
         index, _ = _row(self, which)
         explained = cache_of(self).explanations
@@ -877,15 +877,15 @@ class Report:
     @property
     def explained(self) -> dict:
         """The explanations computed so far, by collective index. They live
-        in a cache of their own (:func:`shardviz.why.cache_of`), not on the
+        in a cache of their own (:func:`shardviz.explain.cache_of`), not on the
         Report, which never changes after :func:`~shardviz.analyze`."""
-        from .why import cache_of
+        from ..explain import cache_of
 
         return dict(cache_of(self).explanations)
 
     def explain(self, path: str) -> str:
         """Why ``path`` has the layout it has, in a sentence or two."""
-        from .render.explain import explain_path
+        from ..render.explain import explain_path
 
         self._check_path(path)
         return explain_path(self, path)
@@ -932,17 +932,17 @@ class Report:
         }
 
     def _repr_html_(self) -> str:
-        from .render.html import report_html
+        from ..render.html import report_html
 
         return report_html(self)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from .render.text import report_renderables
+        from ..render.text import report_renderables
 
         yield from report_renderables(self, width=options.max_width)
 
     def __str__(self) -> str:
-        from .render.text import report_text
+        from ..render.text import report_text
 
         return report_text(self)
 

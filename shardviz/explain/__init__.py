@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .errors import ShardvizError
-from .format import format_spec, human_bytes
-from .plan import Plan
-from .trace.sources import short_file
+from ..errors import ShardvizError
+from ..format import format_spec, human_bytes
+from ..plan import Plan
+from ..trace.sources import short_file
 
 if TYPE_CHECKING:
-    from .report import Report
+    from ..report import Report
 
 NO_RULE = "no rule: the default replicated layout"
 MAX_CANDIDATES = 8

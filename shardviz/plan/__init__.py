@@ -31,9 +31,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from .errors import Problem, ShardvizError
-from .format import plural
-from .match import regex_error
+from ..errors import Problem, ShardvizError
+from ..format import plural
+from ..layout.match import regex_error
 
 SCHEMA = "shardviz.plan"
 SCHEMA_VERSION = 1
@@ -665,7 +665,7 @@ class Plan:
             ShardvizError: if the plan has errors Keras would refuse, or if
                 there are fewer devices than the mesh needs.
         """
-        from ._adapters import keras as keras_adapter
+        from .._adapters import keras as keras_adapter
 
         self.refuse_errors()
         kd = keras_adapter.keras().distribution
@@ -693,7 +693,7 @@ class Plan:
         ``get_layout_map(device_mesh)``) the batch axis is the mesh's first
         axis, as ``ModelParallel`` would choose.
         """
-        from ._adapters import keras as keras_adapter
+        from .._adapters import keras as keras_adapter
 
         kd = keras_adapter.keras().distribution
         if isinstance(obj, kd.LayoutMap):

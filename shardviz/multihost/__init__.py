@@ -4,7 +4,7 @@
 of the simulated devices, as N hosts would. Each runs the plan's exported
 multi-host code (:meth:`~shardviz.Plan.to_python` with ``processes=N``)
 unchanged, builds the model and runs a jitted forward pass on its rows of
-the batch (:mod:`shardviz.multihost_worker`). Then every shard each host holds,
+the batch (:mod:`shardviz.multihost.worker`). Then every shard each host holds,
 of every variable and output, is compared with shardviz's prediction for
 that host, and the gathered output with a single-process run of the same
 model and weights. Every process started is stopped: on success, on
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .builders import builder_ref, load_builder
-from .errors import ShardvizError
-from .plan import as_plan, check_processes
+from ..errors import ShardvizError
+from ..model.builders import builder_ref, load_builder
+from ..plan import as_plan, check_processes
 
 DEFAULT_TIMEOUT = 180.0
 """Seconds verification may take, the model built in this process and the
@@ -122,7 +122,7 @@ def _inputs(inputs: object):
     """``(tree, names, leaves)`` for the global batch: the tree of
     ShapeDtypeStructs as given, the names of a dict's inputs (None for one
     input or a list) and ``[shape, dtype]`` per input, in the names' order."""
-    from .inputs import normalize_inputs
+    from ..model.inputs import normalize_inputs
 
     tree, _ = normalize_inputs(inputs, None)
     if isinstance(tree, dict):
@@ -200,7 +200,7 @@ def _compare(report, results: list[dict], processes: int) -> tuple[list[str], in
 def _reference(builder, names: list[str] | None, inputs: list) -> list[np.ndarray]:
     """The model's output in this process, with no distribution, from the
     same seed (so the same weights) and the same inputs as the workers."""
-    from ._adapters.keras import set_random_seed
+    from .._adapters.keras import set_random_seed
 
     set_random_seed(SEED)
     model = builder()
@@ -209,7 +209,7 @@ def _reference(builder, names: list[str] | None, inputs: list) -> list[np.ndarra
           else rng.standard_normal(shape).astype(dtype) for shape, dtype in inputs]
     import jax
 
-    from .inputs import call_args
+    from ..model.inputs import call_args
 
     batch = dict(zip(names, xs)) if names else xs[0] if len(xs) == 1 else xs
     out = model(*call_args(model, batch))
@@ -329,8 +329,8 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
     """
     import jax
 
-    from ._adapters.jax import backend_started
-    from .analysis import analyze
+    from .._adapters.jax import backend_started
+    from ..analysis import analyze
 
     timeout = check_timeout(timeout)
     start = time.perf_counter()
@@ -345,7 +345,7 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
     ref = builder_ref(builder)
     builder_fn = load_builder(ref)
     if not backend_started():
-        from .devices import simulate_devices
+        from ..devices import simulate_devices
 
         simulate_devices(plan.mesh_size)
     elif jax.device_count() < plan.mesh_size:
@@ -403,7 +403,7 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
             logs.append(log)
             with open(log, "wb") as out:
                 workers.append(subprocess.Popen(
-                    [sys.executable, "-m", "shardviz.multihost_worker", spec_path, str(i)],
+                    [sys.executable, "-m", "shardviz.multihost.worker", spec_path, str(i)],
                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                     cwd=os.getcwd(), start_new_session=True))
         while any(w.poll() is None for w in workers):

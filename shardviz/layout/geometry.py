@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ShardvizError
+from ..errors import ShardvizError
 
 
 class GeometryError(ShardvizError):
@@ -78,7 +78,7 @@ class MeshModel:
         self.shape = tuple(s for _, s in self.mesh)
         self.size = math.prod(self.shape)
         if target is None:
-            from .target import parse_target
+            from ..target import parse_target
 
             target = parse_target("cpu")
         self.target = target
@@ -111,7 +111,7 @@ class MeshModel:
                     self.shape, self.axis_names, axis_types=(AxisType.Auto,) * len(self.shape)
                 )
             else:
-                from ._adapters import keras as keras_adapter
+                from .._adapters import keras as keras_adapter
 
                 devices = None if self.devices is None else list(self.devices.flat)
                 self._jax_mesh = keras_adapter.device_mesh(self.shape, self.axis_names,
@@ -290,7 +290,7 @@ def _indices(mesh: MeshModel, shape, spec):
     sharding = mesh.sharding(spec)
     if not mesh.abstract:
         return {d.id: idx for d, idx in sharding.devices_indices_map(shape).items()}
-    from ._adapters.jax import indices_on_positions
+    from .._adapters.jax import indices_on_positions
 
     return dict(enumerate(indices_on_positions(sharding, shape, mesh.size)))
 
