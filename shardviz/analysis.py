@@ -14,6 +14,7 @@ Keras matches a key against the whole path (re.fullmatch). Did you mean '.*d1/ke
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 
@@ -204,7 +205,6 @@ def _progress(progress: object) -> Callable[[str], object] | None:
     if progress is None or progress is False:
         return None
     if progress is True:
-        import sys
 
         return lambda stage: print(f"shardviz: {stage}…", file=sys.stderr)
     if not callable(progress):

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
+import numbers
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterator
 
@@ -77,7 +80,6 @@ def simulate_devices(n: int = 8, *, cpu_only: bool = True) -> int:
             machine with an accelerator. Only applied before the backend
             starts.
     """
-    import numbers
 
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise ShardvizError(
@@ -144,7 +146,6 @@ def filtering_stderr(take: Callable[[str], bool]) -> Iterator[list[str]]:
     >>> kept
     ['mine: taken']
     """
-    import sys
 
     sys.stderr.flush()
     with stderr_lock:
@@ -206,6 +207,5 @@ def _quiet_stderr() -> contextlib.AbstractContextManager[list[str]]:
 
 
 def _no_libtpu() -> bool:
-    import importlib.util
 
     return importlib.util.find_spec("libtpu") is None

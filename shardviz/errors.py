@@ -26,7 +26,7 @@ import dataclasses
 SEVERITIES = ("error", "warning", "info")
 """Problem severities, most severe first."""
 
-KINDS = {
+PROBLEM_KINDS = {
     # plan and rules
     "invalid-regex": "a rule key is not a valid regular expression",
     "duplicate-rule": "two rules have the same key",
@@ -55,6 +55,9 @@ KINDS = {
 }
 """Every problem kind shardviz reports, with a one-line description."""
 
+KINDS = PROBLEM_KINDS
+"""The same table by its first name (``from shardviz.errors import KINDS``)."""
+
 
 def _severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity)
@@ -68,7 +71,7 @@ class Problem:
         severity: ``"error"`` (Keras would raise, or the layout is not what
             was asked), ``"warning"`` (legal but probably a mistake) or
             ``"info"``.
-        kind: one of :data:`KINDS`.
+        kind: one of :data:`PROBLEM_KINDS`.
         message: what is wrong, naming the path, rule or layer.
         hint: what to change.
         path: the variable or output path concerned, if any.
@@ -89,8 +92,8 @@ class Problem:
             raise ValueError(
                 f"Problem severity must be one of {SEVERITIES}, got {self.severity!r}"
             )
-        if self.kind not in KINDS:
-            raise ValueError(f"Unknown problem kind {self.kind!r}; known: {sorted(KINDS)}")
+        if self.kind not in PROBLEM_KINDS:
+            raise ValueError(f"Unknown problem kind {self.kind!r}; known: {sorted(PROBLEM_KINDS)}")
 
     def at_least(self, severity: str) -> bool:
         """Whether this problem is at least as severe as ``severity``."""

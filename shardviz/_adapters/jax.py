@@ -8,6 +8,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import io
 import sys
 import threading
 
@@ -214,7 +215,6 @@ def visualize_sharding_text(shape, sharding, width: int = 80) -> str:
     threads get rich's own Console, and calls are serialised by a lock. Waits
     for ``visualize_sharding`` to return its text (or take a console).
     """
-    import io
 
     import jax
     import rich.console

@@ -12,7 +12,7 @@ import argparse
 import re
 from typing import Any
 
-from ..errors import KINDS, SEVERITIES, ShardvizError
+from ..errors import PROBLEM_KINDS, SEVERITIES, ShardvizError
 from ..model.inputs import MAX_DIM
 from ..plan import AXIS_NAME, Plan, as_bytes, check_axis_name
 from .running import UsageError, check_writable
@@ -250,8 +250,8 @@ def parse_fail_on(text: str) -> set[str]:
     kinds = {k.strip() for k in text.split(",") if k.strip()}
     if "never" in kinds and len(kinds) > 1:
         raise UsageError("--fail-on never cannot be combined with other kinds")
-    unknown = sorted(k for k in kinds if k not in KINDS and k not in SEVERITIES and k != "never")
+    unknown = sorted(k for k in kinds if k not in PROBLEM_KINDS and k not in SEVERITIES and k != "never")
     if unknown:
-        raise UsageError(f"--fail-on: unknown kind {unknown[0]!r}; kinds: {', '.join(sorted(KINDS))}"
+        raise UsageError(f"--fail-on: unknown kind {unknown[0]!r}; kinds: {', '.join(sorted(PROBLEM_KINDS))}"
                          f"; or a severity: {', '.join(SEVERITIES)}; or never")
     return kinds

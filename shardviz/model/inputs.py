@@ -17,6 +17,8 @@ may say what it expects:
 
 from __future__ import annotations
 
+import inspect
+import numbers
 from collections.abc import Mapping
 
 from ..errors import ShardvizError
@@ -24,7 +26,6 @@ from ..format import plural
 
 
 def _is_shape(x) -> bool:
-    import numbers
 
     return isinstance(x, (tuple, list)) and all(
         isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in x
@@ -46,7 +47,6 @@ def call_arity(model) -> int:
     (``call(self, x, y)`` takes 2); 1 for functional and Sequential models,
     which take one structure of inputs.
     """
-    import inspect
 
     try:
         if getattr(model, "inputs", None):

@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._adapters import keras as keras_adapter
+from ..devices import quiet_tpu_runtime
 from ..errors import ShardvizError
 from ..format import plural
 from ..layout.match import PathIndex, RuleMatcher
@@ -331,7 +332,6 @@ def scan(model_or_builder: Any, inputs: object = None) -> Scan:
         ShardvizError: if the builder raises or returns no model, or the
             model is not built.
     """
-    from ..devices import quiet_tpu_runtime
 
     quiet_tpu_runtime()
     start = time.perf_counter()

@@ -19,6 +19,7 @@ import json
 import math
 import numbers
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -471,7 +472,6 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
             lines.append("process 0 wrote no gathered output")
     agree = not lines and not failures
     if own_dir and agree:
-        import shutil
 
         shutil.rmtree(directory, ignore_errors=True)
     elif not agree:

@@ -21,6 +21,7 @@ import pandas as pd
 from .. import __version__
 from ..errors import ShardvizError
 from ..report import schema
+from .html import CSS, plan_html, report_html
 
 SCHEMA = "shardviz.report"
 
@@ -129,7 +130,6 @@ def _explanations_html(report) -> str:
 def report_html_file(report, title: str = "shardviz report") -> str:
     """One HTML file, readable offline: summary, tables, problems and every
     picture as an embedded PNG."""
-    from .html import CSS, plan_html, report_html
     from .mpl import DPI
 
     figures = []

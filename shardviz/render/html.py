@@ -6,8 +6,9 @@ import html
 import string
 
 from ..format import format_spec, human_bytes, human_seconds
+from ..trace.sources import short_file
 from .palette import STATUS_COLOURS
-from .text import summary_line
+from .text import estimate_line, fit_text, memory_line, summary_line, verdict_line
 
 CSS = string.Template("""
 <style>
@@ -127,7 +128,6 @@ def collectives_html(report) -> str:
     if frame.empty:
         return "<p>No collectives: every device computes its part alone.</p>"
     timed = report.target.timed
-    from ..trace.sources import short_file
 
     rows = [[str(i), _e(c["kind"]), f"<code>{_e(c['layer'])}</code>", _e(c["pass"]),
              _e(c["over"]), _e(human_bytes(c["bytes_per_device"]))]
@@ -152,7 +152,6 @@ def report_html(report, all_rows: bool = False) -> str:
     parts.append(f"<details open><summary>Variables ({len(report.variables)})</summary>"
                  + variables_html(report, max_rows) + "</details>")
     if report.pass_name is not None:
-        from .text import estimate_line, memory_line
 
         parts.append(f"<details open><summary>Activations ({report.pass_name})"
                      f"</summary>{activations_html(report)}</details>")
@@ -164,7 +163,6 @@ def report_html(report, all_rows: bool = False) -> str:
         if estimate_line(report):
             parts.append(f"<p>{_e(estimate_line(report))}</p>")
     else:
-        from .text import fit_text, verdict_line
 
         if fit_text(report):
             parts.append(f"<p>{_e(verdict_line(report))}</p>")

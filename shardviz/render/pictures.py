@@ -91,7 +91,6 @@ def show_sweep(frame: Any) -> ShardvizFigure:
     per mesh shape, and where the rules fail."""
     import pandas as pd
 
-    from ..errors import ShardvizError
 
     needed = {"mesh", "errors", "bytes_per_device", "collective_bytes"}
     if not isinstance(frame, pd.DataFrame) or not needed <= set(frame.columns):

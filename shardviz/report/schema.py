@@ -223,7 +223,7 @@ FRAMES: tuple[Frame, ...] = (
         "problems", "problem, errors first",
         ("severity", OBJ, "``\"error\"`` (Keras would refuse, or the pass failed), "
                         "``\"warning\"`` (it runs, but not as meant) or ``\"info\"``."),
-        ("kind", OBJ, "one of ``shardviz.errors.KINDS``."),
+        ("kind", OBJ, "one of ``shardviz.errors.PROBLEM_KINDS``."),
         ("path", OBJ, "the path it concerns, or None."),
         ("rule", OBJ, "the rule it concerns, or None."),
         ("layer", OBJ, "the layer it concerns, or None."),

@@ -14,6 +14,7 @@ are estimates (``estimated``), whether a step time is estimated for it
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import ShardvizError
@@ -90,7 +91,6 @@ class Target:
                            dcn_axes: tuple[str, ...],
                            devices: np.ndarray | None) -> tuple[int, ...]:
         """Per mesh position (flat), the slice (or node) it is in."""
-        import math
 
         return (0,) * math.prod(shape)
 
@@ -98,7 +98,6 @@ class Target:
                         dcn_axes: tuple[str, ...]) -> None:
         """Refuse a mesh that does not hold exactly this target's chips, or a
         multi-slice mesh no axis spans."""
-        import math
 
         size = math.prod(shape)
         if size != self.chips:

@@ -3,13 +3,16 @@ that names the layer that raised."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
 
 from .._adapters import keras as keras_adapter
-from .._adapters.jax import capturing_shardings, tracing_for
-from ..errors import OutOfMemory, ShardvizError
+from .._adapters.jax import capturing_shardings, module_text, tracing_for
+from ..errors import OutOfMemory, Problem, ShardvizError
+from ..format import format_spec
+from ..layout.match import compiled as compiled_key
 from . import hlo, sources, xla_log
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -33,7 +36,6 @@ def _short_message(e: Exception) -> str:
 def _named_layout(text: str, activations) -> tuple[str, str | None]:
     """XLA's sharding text, named after the layer output that has it (and
     as a spec), when one does: ``("`dense/output` P('batch', None)", path)``."""
-    from ..format import format_spec
 
     for a in activations:
         if a.hlo is not None and a.hlo.strip() == text.strip() and a.actual_spec is not None:
@@ -61,12 +63,9 @@ def reshard_problems(compiled, warnings, layer_paths, plan, what: str = "forward
                      activations=()):
     """Each :class:`~.xla_log.ReshardWarning` as a Problem naming its layer,
     its source line, and the rules whose layouts meet there."""
-    from ..errors import Problem
-    from ..layout.match import compiled as compiled_key
 
     if not warnings:
         return []
-    from .._adapters.jax import module_text
 
     program = sources.Program.parse(module_text(compiled))
     out = []
@@ -111,7 +110,6 @@ def collectives_of(compiled, mesh, layer_paths, parameters=None):
 
     ``parameters`` maps an entry parameter's name (``"tv[0]"``) to the
     variable path it carries."""
-    from .._adapters.jax import module_text
 
     text = module_text(compiled)
     program = sources.Program.parse(text)
@@ -170,7 +168,6 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
     itself. ``devices`` (a target's, e.g. a TPU topology's) are the ones
     Keras sees while it traces, so that it picks the kernels it would pick
     on them."""
-    import contextlib
 
     import jax
 

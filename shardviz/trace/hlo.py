@@ -1,4 +1,4 @@
-"""Collectives and memory, read from a compiled XLA program.
+"""Collectives, read from a compiled XLA program.
 
 After SPMD partitioning the compiled HLO holds one instruction per
 collective. Each names its kind (``all-reduce``, ``all-gather``,
@@ -7,20 +7,9 @@ collective. Each names its kind (``all-reduce``, ``all-gather``,
 runs over, and the Keras layer it came from (Keras opens a JAX name scope per
 layer, which XLA keeps as ``op_name`` metadata).
 
-Device groups come in three spellings, all turned into explicit groups of
-mesh positions, then into the mesh axes they run over:
-
-* explicit lists ``{{0,1,2,3},{4,5,6,7}}``;
-* iota ``[2,4]<=[8]`` or ``[4,2]<=[2,4]T(1,0)``;
-* mesh axes ``mesh['axis_0'=2,'axis_1'=4] {'axis_0'}``.
-
->>> groups = parse_replica_groups("[2,4]<=[8]")
->>> groups
-[[0, 1, 2, 3], [4, 5, 6, 7]]
->>> group_axes(groups, ("batch", "model"), (2, 4))
-(('model',), True)
->>> parse_replica_groups("[4,2]<=[2,4]T(1,0)")
-[[0, 4], [1, 5], [2, 6], [3, 7]]
+The device groups are read in :mod:`.replica_groups`, the layer in
+:mod:`.scopes`, and the program's memory in :mod:`.memory` (all re-exported
+here).
 """
 
 from __future__ import annotations
@@ -29,9 +18,15 @@ import dataclasses
 import math
 import re
 
-import numpy as np
-
 from ..errors import ShardvizError
+
+# Re-exported: shardviz and its tests read these as ``hlo.<name>``.
+from .memory import memory as memory
+from .memory import unread_bytes as unread_bytes
+from .replica_groups import _permute_axes, group_axes
+from .replica_groups import parse_replica_groups as parse_replica_groups
+from .scopes import layer_for_scope as layer_for_scope
+from .scopes import scopes_of
 
 COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
@@ -152,218 +147,6 @@ def tuple_elements(shape_text: str) -> list[str]:
     return [p for p in parts if p]
 
 
-def _iota_groups(text: str) -> list[list[int]]:
-    m = re.fullmatch(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text.strip())
-    if not m:
-        raise ValueError(f"unrecognised iota replica groups {text!r}")
-    out_dims = [int(x) for x in m.group(1).split(",")]
-    reshape = [int(x) for x in m.group(2).split(",")]
-    ids = np.arange(math.prod(reshape)).reshape(reshape)
-    if m.group(3):
-        ids = ids.transpose([int(x) for x in m.group(3).split(",")])
-    ids = ids.reshape(out_dims[0], -1) if len(out_dims) == 2 else ids.reshape(1, -1)
-    return ids.tolist()
-
-
-def _mesh_groups(text: str) -> list[list[int]]:
-    m = re.fullmatch(
-        r"mesh\[(?P<axes>[^\]]*)\](?:,\s*device_ids=\((?P<ids>.*?)\))?\s*\{(?P<group>[^}]*)\}",
-        text.strip(),
-    )
-    if not m:
-        raise ValueError(f"unrecognised mesh replica groups {text!r}")
-    names, sizes = [], []
-    for part in m.group("axes").split(","):
-        name, size = part.rsplit("=", 1)
-        names.append(name.strip().strip("'\""))
-        sizes.append(int(size))
-    n = math.prod(sizes)
-    ids = _device_ids(m.group("ids"), n)
-    # Factor each mesh axis into (major, sub, minor) pieces as sub-axes require.
-    listed = []
-    for ref in re.findall(r"[^,]+", m.group("group")):
-        ref = ref.strip()
-        if not ref:
-            continue
-        sub = re.fullmatch(r"['\"]?(?P<name>[^'\":]+)['\"]?(?::\((?P<pre>\d+)\)(?P<size>\d+))?", ref)
-        if sub is None:
-            raise ValueError(f"unrecognised mesh replica group axis {ref!r}")
-        axis = names.index(sub.group("name"))
-        pre = int(sub.group("pre") or 1)
-        size = int(sub.group("size") or sizes[axis])
-        listed.append((axis, pre, size))
-    coords = np.array(np.unravel_index(np.arange(n), sizes)).T  # position -> coords
-    keys: list[tuple[int, ...]] = []
-    for pos in range(n):
-        key: list[int] = []
-        for axis, full in enumerate(sizes):
-            c = int(coords[pos][axis])
-            refs = [(p, s) for a, p, s in listed if a == axis]
-            if not refs:
-                key.append(c)
-                continue
-            # Keep the parts of the coordinate that no listed sub-axis covers.
-            varying = 0
-            for p, s in refs:
-                minor = full // (p * s)
-                varying += ((c // minor) % s) * minor
-            key.append(c - varying)
-        keys.append(tuple(key))
-    groups: dict = {}
-    for pos, group_key in enumerate(keys):
-        groups.setdefault(group_key, []).append(int(ids[pos]))
-    return list(groups.values())
-
-
-def _device_ids(text: str | None, n: int) -> np.ndarray:
-    """A mesh's device ids: iota when absent, an iota ``[dims]T(perm)``, or a list.
-
-    >>> _device_ids("[2,4]T(1,0)", 8).tolist()
-    [0, 4, 1, 5, 2, 6, 3, 7]
-    """
-    if not text:
-        return np.arange(n)
-    numbers = [int(x) for x in re.findall(r"\d+", text.split("T(")[0])]
-    iota = re.fullmatch(r"\s*\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?\s*", text)
-    if iota and (iota.group(2) or len(numbers) != n):
-        dims = [int(x) for x in iota.group(1).split(",")]
-        ids = np.arange(math.prod(dims)).reshape(dims)
-        if iota.group(2):
-            ids = ids.transpose([int(x) for x in iota.group(2).split(",")])
-        return ids.reshape(-1)
-    return np.array([int(x) for x in re.findall(r"\d+", text)])
-
-
-def parse_replica_groups(text: str) -> list[list[int]]:
-    """Explicit groups of device positions for any of XLA's three spellings.
-
-    >>> parse_replica_groups("{{0,2},{1,3}}")
-    [[0, 2], [1, 3]]
-    >>> parse_replica_groups("mesh['axis_0'=2,'axis_1'=4] {'axis_0'}")
-    [[0, 4], [1, 5], [2, 6], [3, 7]]
-    """
-    text = text.strip()
-    if text.startswith("mesh"):
-        return _mesh_groups(text)
-    if text.startswith("["):
-        return _iota_groups(text)
-    inner = re.findall(r"\{([\d,\s]*)\}", text)
-    return [[int(x) for x in g.split(",") if x.strip()] for g in inner if g.strip()]
-
-
-def group_axes(groups, axis_names, mesh_shape) -> tuple[tuple, bool]:
-    """``(axes, complete)``: the mesh axes along which each group's members
-    differ, and whether the groups are exactly the sub-meshes those axes span.
-
-    >>> group_axes([[0, 4], [1, 5], [2, 6], [3, 7]], ("batch", "model"), (2, 4))
-    (('batch',), True)
-    >>> group_axes([[0, 1, 2, 3, 4, 5, 6, 7]], ("batch", "model"), (2, 4))
-    (('batch', 'model'), True)
-    >>> group_axes([[0, 1], [2, 3], [4, 5], [6, 7]], ("batch", "model"), (2, 4))
-    (('model',), False)
-    """
-    if not groups:
-        return (), True
-    n = math.prod(mesh_shape)
-    members = [p for g in groups for p in g]
-    if any(p >= n for p in members):
-        return (), False
-    varying = set()
-    for group in groups:
-        coords = np.array(np.unravel_index(group, mesh_shape)).T
-        for axis in range(len(mesh_shape)):
-            if len(set(coords[:, axis])) > 1:
-                varying.add(axis)
-    expected = math.prod(mesh_shape[a] for a in varying)
-    complete = all(len(g) == expected for g in groups)
-    return tuple(axis_names[a] for a in sorted(varying)), complete
-
-
-def scopes_of(op_name: str) -> tuple[tuple[str, ...], str]:
-    """``(name-scope paths, pass)`` from op_name metadata.
-
-    The scope path is what Keras's layer name scopes left (autodiff wrappers
-    removed, the primitive dropped). A combined collective joins several op
-    names as ``(a:b:c)``; each gives a scope path.
-
-    >>> scopes_of("jit(forward)/down/dot_general")
-    (('down',), 'forward')
-    >>> scopes_of("jit(step)/transpose(jvp(my_model))/block_0/up/dot_general")
-    (('my_model/block_0/up',), 'backward')
-    >>> scopes_of("jit(step)/transpose(jvp(attn))/(query/abc,cde->abde/dot_general:key/reduce_sum)")
-    (('attn/query/abc,cde->abde', 'attn/key'), 'backward')
-    """
-    body = op_name
-    m = re.match(r"p?jit\([^)]*\)/(.*)$", body)
-    if m:
-        body = m.group(1)
-    scopes, backward = [], False
-    for name in _expand(body):
-        scope, is_backward = _scope_of_one(name)
-        backward |= is_backward
-        if scope and scope not in scopes:
-            scopes.append(scope)
-    return tuple(scopes), ("backward" if backward else "forward")
-
-
-def _expand(name: str) -> list[str]:
-    """Expand a combined op name ``a/(b/x:c/y)`` into ``a/b/x`` and ``a/c/y``."""
-    parts = _split_top(name, "/")
-    for i, part in enumerate(parts):
-        if part.startswith("(") and part.endswith(")") and len(_split_top(part[1:-1], ":")) > 1:
-            prefix = "/".join(parts[:i])
-            out = []
-            for alt in _split_top(part[1:-1], ":"):
-                out += [f"{prefix}/{e}" if prefix else e for e in _expand(alt)]
-            return out
-    return [name]
-
-
-def _split_top(text: str, sep: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if ch == sep and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
-def _scope_of_one(name: str) -> tuple[str, bool]:
-    parts = name.split("/")
-    backward = any("transpose(" in p for p in parts)
-    cleaned = []
-    for p in parts[:-1]:  # the last part is the primitive
-        while True:
-            m = re.fullmatch(r"(?:jvp|transpose|vmap|remat|checkpoint|jit|pjit)\((.*)\)", p)
-            if not m:
-                break
-            p = m.group(1)
-        if p and not p.startswith(("while", "cond", "body", "branch")):
-            cleaned.append(p)
-    return "/".join(cleaned), backward
-
-
-def layer_for_scope(scope: str, layer_paths) -> str | None:
-    """The Keras layer a name-scope path belongs to: the longest prefix of the
-    scope that is a known layer path, or its tail (``stateless_call`` opens
-    no scope for the model itself, so scopes may lack the model's name).
-
-    >>> layer_for_scope("block_0/down/xyz", ["my_model/block_0/up", "my_model/block_0/down"])
-    'my_model/block_0/down'
-    >>> layer_for_scope("attn/query/abc,cde->abde", ["attn", "attn/query"])
-    'attn/query'
-    """
-    parts = scope.split("/")
-    for n in range(len(parts), 0, -1):
-        prefix = "/".join(parts[:n])
-        for path in layer_paths:
-            if path == prefix or path.endswith("/" + prefix):
-                return path
-    return None
-
-
 def collectives(hlo_text: str, axis_names, mesh_shape) -> list[Collective]:
     """Every collective of a compiled module's text, in program order."""
     shapes = {}
@@ -475,15 +258,6 @@ def _megascale(m, sources: dict[str, tuple[str, str]], received: dict[str, int])
                       network="dcn")
 
 
-def _permute_axes(pairs, axis_names, mesh_shape):
-    varying = set()
-    for src, dst in pairs:
-        a = np.unravel_index(src, mesh_shape)
-        b = np.unravel_index(dst, mesh_shape)
-        varying.update(i for i in range(len(mesh_shape)) if a[i] != b[i])
-    return tuple(axis_names[i] for i in sorted(varying))
-
-
 def _attr(attrs: str, name: str) -> str | None:
     """The value of ``name=...`` in an instruction's attribute text."""
     key = f"{name}="
@@ -508,54 +282,3 @@ def _attr(attrs: str, name: str) -> str | None:
                 return attrs[j:k + 1]
     m = re.match(r"[^,\s]+", attrs[j:])
     return m.group(0) if m else None
-
-
-def unread_bytes(compiled, args) -> int:
-    """Per-device bytes of the arguments ``jit`` dropped from ``compiled``
-    because the program never reads them (an untied output embedding in a
-    forward pass, say). They are not in XLA's argument bytes, yet the arrays
-    live on the device all the same. ``compiled.input_shardings`` has None
-    for each dropped argument."""
-    import math
-
-    import jax
-    import numpy as np
-
-    def none(x):
-        return x is None
-
-    kept = jax.tree_util.tree_leaves(compiled.input_shardings, is_leaf=none)
-    given = jax.tree_util.tree_leaves((tuple(args), {}), is_leaf=none)
-    if len(kept) != len(given):
-        raise ValueError(f"{len(given)} arguments but {len(kept)} compiled input shardings")
-    total = 0
-    for sharding, arg in zip(kept, given):
-        if sharding is None and arg is not None:
-            shard = arg.sharding.shard_shape(tuple(arg.shape))
-            total += math.prod(shard) * np.dtype(arg.dtype).itemsize
-    return total
-
-
-def memory(compiled, args=()) -> dict:
-    """Per-device bytes from ``compiled.memory_analysis()``, the bytes of
-    the arguments ``args`` it does not read (:func:`unread_bytes`), and flops
-    from ``compiled.cost_analysis()`` when XLA reports them."""
-    stats = compiled.memory_analysis()
-    out: dict[str, float | None] = {
-        "argument_bytes": int(getattr(stats, "argument_size_in_bytes", 0)),
-        "output_bytes": int(getattr(stats, "output_size_in_bytes", 0)),
-        "temp_bytes": int(getattr(stats, "temp_size_in_bytes", 0)),
-        "alias_bytes": int(getattr(stats, "alias_size_in_bytes", 0)),
-        "code_bytes": int(getattr(stats, "generated_code_size_in_bytes", 0)),
-        "unread_bytes": unread_bytes(compiled, args) if args else 0,
-    }
-    cost = compiled.cost_analysis()
-    if isinstance(cost, (list, tuple)):
-        cost = cost[0] if cost else {}
-    cost = cost or {}
-    out["flops"] = float(cost["flops"]) if "flops" in cost else None
-    out["bytes_accessed"] = float(cost["bytes accessed"]) if "bytes accessed" in cost else None
-    optimal = cost.get("optimal_seconds")
-    # The TPU compiler's own estimate; it can be negative, which means none.
-    out["optimal_seconds"] = float(optimal) if optimal is not None and optimal > 0 else None
-    return out

@@ -21,9 +21,10 @@ from .._adapters import keras as keras_adapter
 from ..errors import Problem, ShardvizError
 from ..layout.geometry import GeometryError, geometry_of, itemsize, spec_from_sharding
 from ..layout.match import RuleMatcher
+from ..model.inputs import normalize_inputs
 from . import hlo
 from .activations import Recorder
-from .compile import collectives_of, compile_pass, reshard_problems
+from .compile import _short_message, collectives_of, compile_pass, reshard_problems
 from .cost import priced
 
 DEFAULT_LOSS = "mean_squared_error"
@@ -127,7 +128,6 @@ def _labels(labels, outputs, data_shardings):
     ``(specs, how)``."""
     import jax
 
-    from ..model.inputs import normalize_inputs
 
     if labels is None:
         outputs = outputs()
@@ -255,7 +255,6 @@ def _data_error(error, name, labels, setup) -> ShardvizError:
     """A failure of the loss or metrics on the labels, said plainly."""
     import jax
 
-    from .compile import _short_message
 
     shapes = [tuple(s.shape) for s in jax.tree_util.tree_leaves(labels)]
     what = shapes[0] if len(shapes) == 1 else shapes

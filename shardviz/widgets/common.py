@@ -7,8 +7,10 @@ a notebook holding an Explorer has stable outputs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import html
+import io
 import warnings
 
 from ..errors import ShardvizError
@@ -55,7 +57,6 @@ def show_png(image, fig, scale: int = 2) -> None:
     """Put ``fig`` into the ``widgets.Image`` at its own size in CSS pixels,
     rendered at ``scale`` times the resolution, so that it is sharp on a
     high-DPI screen and never stretched."""
-    import io
 
     from ..render.mpl import DPI
 
@@ -84,7 +85,6 @@ class Debouncer:
         self._pending: dict = {}
 
     def __call__(self, key, fn) -> None:
-        import asyncio
 
         try:
             loop = asyncio.get_running_loop()

@@ -33,7 +33,7 @@ from .rules import RuleEditor
 from .state import ExplorerState
 from .tab import Tab, TabContext
 from .tabs import (
-    KINDS,
+    TAB_CLASSES,
     CommunicationTab,
     ExportTab,
     MemoryTab,
@@ -43,7 +43,7 @@ from .tabs import (
     VariablesTab,
 )
 
-TABS = tuple(kind.title for kind in KINDS)
+TABS = tuple(kind.title for kind in TAB_CLASSES)
 """The tab bar's titles, in order."""
 STAGES = ("placing", "tracing", "compiling", "running", "train step", "done")
 
@@ -378,7 +378,7 @@ class Explorer(widgets.VBox):
             W.HBox([self.target_box, self.slices_box, self.target_note])])
 
         context = TabContext(self.state, self._guarded, self.propose, self._show_error)
-        self.tab_list: list[Tab] = [kind(context) for kind in KINDS]
+        self.tab_list: list[Tab] = [kind(context) for kind in TAB_CLASSES]
         self.tabs = W.Tab(children=[tab.widget for tab in self.tab_list])
         self.tabs.titles = tuple(tab.title for tab in self.tab_list)
         self.tabs.observe(lambda _: self._guarded(self._show_visible), "selected_index")

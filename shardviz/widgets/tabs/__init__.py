@@ -1,6 +1,6 @@
 """The Explorer's tabs, one module each, all behind :class:`~shardviz.widgets.tab.Tab`.
 
-``KINDS`` lists them in the order the tab bar shows them; the Explorer makes
+``TAB_CLASSES`` lists them in the order the tab bar shows them; the Explorer makes
 one of each.
 
 >>> from shardviz import Explorer, examples
@@ -22,8 +22,8 @@ from .suggest import SuggestTab
 from .tensor import TensorTab
 from .variables import VariablesTab
 
-KINDS: tuple[type[Tab], ...] = (TensorTab, VariablesTab, ProblemsTab, MemoryTab,
+TAB_CLASSES: tuple[type[Tab], ...] = (TensorTab, VariablesTab, ProblemsTab, MemoryTab,
                                 CommunicationTab, SuggestTab, ExportTab)
 
-__all__ = ["KINDS", "CommunicationTab", "ExportTab", "MemoryTab", "ProblemsTab", "SuggestTab",
+__all__ = ["TAB_CLASSES", "CommunicationTab", "ExportTab", "MemoryTab", "ProblemsTab", "SuggestTab",
            "TensorTab", "VariablesTab"]

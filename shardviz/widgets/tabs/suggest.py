@@ -7,6 +7,7 @@ import html
 
 import ipywidgets as widgets
 
+from ...planner import plan_diff, suggest
 from ...render.html import styled
 from ..common import note_html
 from ..tab import Tab
@@ -46,7 +47,6 @@ class SuggestTab(Tab):
         self._show_suggestion()
 
     def _suggest(self) -> None:
-        from ...planner import suggest
 
         state = self.state
         n = state.plan.mesh_size
@@ -67,7 +67,6 @@ class SuggestTab(Tab):
         self.choice.value = 0 if found else None
 
     def _show_suggestion(self) -> None:
-        from ...planner import plan_diff
 
         index = self.choice.value
         if index is None or index >= len(self._suggestions):

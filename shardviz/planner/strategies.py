@@ -1,0 +1,113 @@
+"""The strategies :func:`~shardviz.planner.suggest` tries on every
+factorisation of the device count, each a Plan with a short reason per
+rule (:data:`REASONS`)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..plan import Plan
+from .meshes import factorisations
+from .roles import roles
+from .rules import rules_for
+from .specs import (
+    activations_dominate,
+    fully_sharded_specs,
+    sequence_parallel_specs,
+    tensor_parallel_specs,
+)
+
+if TYPE_CHECKING:
+    from ..model.scan import Scan
+
+
+REASONS = {
+    "column": "column-parallel: {layers} split{s} the output features over `{axis}`, and the "
+              "row-parallel layer after takes them as they are, so a pair costs one all-reduce "
+              "instead of two all-gathers",
+    "row": "row-parallel: {layers} contract{s} over features split over `{axis}`; one all-reduce "
+           "adds the partial sums (the price of the pair)",
+    "column-bias": "the bias of a column-parallel layer is split like its output features",
+    "heads-in": "attention split by heads over `{axis}`: {heads}",
+    "heads-in-bias": "the bias of a head projection is split by heads, like its kernel",
+    "heads-out": "the output projection takes the heads as they are split (row-parallel): one "
+                 "all-reduce per attention block",
+    "embedding": "the embedding table is split by vocabulary over `{axis}`",
+    "embedding-hidden": "the embedding table is split by hidden size over `{axis}` (its "
+                        "vocabulary does not divide)",
+    "sequence": "sequence-parallel: norms and residual adds work on a slice of the sequence "
+                "split over `{axis}`, so their activations take less memory, at the price of "
+                "gathering the sequence before each tensor-parallel block (the compiled "
+                "candidate shows that cost)",
+    "fsdp": "fully sharded over `{axis}`: each device keeps 1/{k} of every large variable, and "
+            "XLA gathers one layer's weights when it runs",
+}
+
+
+def _strategies(scan: Scan, n: int, sequence: bool = True
+                ) -> list[tuple[str, Plan, dict[str, str]]]:
+    """Every strategy on every factorisation of ``n``; sequence-parallel
+    variants only with ``sequence`` (they differ from tensor parallel only in
+    activation memory, which only a compile measures)."""
+    paths = list(scan.variable_paths)
+    layer_of = {v.path: v.layer for v in scan.variables}
+    role_of = {r.path: r for r in roles(scan)}
+    out = []
+
+    def plan_of(mesh: dict[str, int], specs: dict[str, tuple], kinds: dict[str, str], axis_for):
+        rules = rules_for(specs, paths)
+        reasons = {}
+        shape_of = {v.path: v.shape for v in scan.variables}
+        for key, _ in rules:
+            matched = [p for p in paths if re.fullmatch(key, p)]
+            member = matched[0]
+            kind = kinds.get(member, "fsdp")
+            role = role_of.get(member)
+            if kind == "embedding" and dict(rules)[key][0] != "model":
+                kind = "embedding-hidden"
+            axis = axis_for(kind)
+            size = mesh.get(axis, 1)
+            counts = {shape_of[p][role.dim] for p in matched
+                      if role is not None and role.dim is not None
+                      and role.kind in ("heads-in", "heads-in-bias")}
+            heads = counts.pop() if len(counts) == 1 else None
+            heads_text = (f"each device computes {heads // size} of the {heads} heads" if heads
+                          else f"each device computes 1/{size} of each layer's heads")
+            layers = sorted({layer_of[p] for p in matched})
+            layers_text = (f"`{layers[0]}`" if len(layers) == 1 else
+                           f"`{layers[0]}` and {len(layers) - 1} more like it")
+            text = REASONS[kind].format(layers=layers_text, s="s" if len(layers) == 1 else "",
+                                        axis=axis, k=size, heads=heads_text)
+            if kind != "fsdp" and "batch" in dict(rules)[key]:
+                text += "; and " + REASONS["fsdp"].format(axis="batch", k=mesh.get("batch", 1))
+            reasons[key] = text
+        return Plan(mesh, rules, batch_axis="batch"), reasons
+
+    for batch, model in factorisations(n):
+        mesh = {"batch": batch, "model": model}
+        tp = tensor_parallel_specs(scan, "model", model) if model > 1 else {}
+        kinds = {p: role_of[p].kind for p in tp}
+        tp_axis = lambda kind: "batch" if kind == "fsdp" else "model"  # noqa: E731
+        if model == 1:
+            out.append(("data parallel", *plan_of(mesh, {}, {}, tp_axis)))
+        elif tp:  # a model axis that splits nothing would only replicate
+            label = "tensor parallel" if batch == 1 else "data × tensor parallel"
+            out.append((label, *plan_of(mesh, tp, kinds, tp_axis)))
+        if batch > 1:
+            fs = fully_sharded_specs(scan, "batch", batch, tp)
+            if fs != tp:
+                label = "fully sharded" if model == 1 else "fully sharded × tensor parallel"
+                out.append((label, *plan_of(mesh, fs, kinds, tp_axis)))
+        if sequence and model > 1 and tp and activations_dominate(scan, model):
+            sp = sequence_parallel_specs(scan, model)
+            if sp:
+                plan, reasons = plan_of(mesh, tp, kinds, tp_axis)
+                extra = rules_for(sp, list(scan.output_paths))
+                plan = plan.with_rules([(r.key, r.axes) for r in plan.rules] + extra)
+                for key, _ in extra:
+                    reasons[key] = REASONS["sequence"].format(axis="model")
+                label = ("tensor × sequence parallel" if batch == 1
+                         else "data × tensor × sequence parallel")
+                out.append((label, plan, reasons))
+    return out

@@ -1,0 +1,182 @@
+""":func:`suggest`: plans to try for a model, laid out without compiling,
+ranked by estimated communication and bytes, the best few compiled to
+confirm, and dominated variants dropped."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import TYPE_CHECKING
+
+from ..analysis import analyze
+from ..errors import ShardvizError
+from ..format import human_bytes
+from ..model.scan import Scan
+from ..model.scan import scan as scan_model
+from ..plan import MAX_MESH_SIZE, as_bytes, check_device_count
+from ..target import parse_target
+from .candidates import TIGHT, Candidate, Suggestions, _mesh_text
+from .roles import roles
+from .strategies import _strategies
+
+if TYPE_CHECKING:
+    from ..model.scan import Scan
+    from ..report import Report
+
+
+def _estimated_comm(report: Report, scan: Scan, train_step: bool) -> int:
+    """Collective bytes per device per step implied by the layouts, with no
+    compile: an all-reduce of the output of every row-parallel layer, a
+    gather of every variable split over the batch axis (twice in a train
+    step), and in a train step the gradients of what the batch axis
+    replicates, reduced over it."""
+    plan = report.plan
+    batch = plan.mesh_dict.get("batch", 1)
+    variables = report.variables.set_index("path")
+    outputs = {o.layer_path: o for o in scan.outputs}
+    total = 0
+    for r in roles(scan):
+        spec: tuple = tuple(variables.loc[r.path, "spec"])  # type: ignore[arg-type]
+        if r.kind in ("row", "heads-out") and "model" in spec:
+            o = outputs.get(r.path.rpartition("/")[0])
+            if o is not None and o.shapes:  # activations taken as float32: an estimate
+                total += math.prod(o.shapes[0]) * 4 // max(batch, 1)
+    for _, row in variables.iterrows():
+        spec = tuple(row["spec"])
+        if "batch" in spec:
+            total += int(row["bytes_per_device"]) * batch * (2 if train_step else 1)
+        elif train_step and batch > 1 and row["trainable"]:
+            total += int(row["bytes_per_device"])
+    return total
+
+
+def suggest(model_or_builder: object, devices: int | None = None, target: str | None = None,
+            inputs: object = None, budget_bytes: int | str | None = None,
+            train_step: bool = False, top: int = 5, compile_top: int | None = None,
+            labels: object = None) -> Suggestions:
+    """Plans to try for a model, best first.
+
+    Candidates are data parallel, fully sharded, Megatron tensor parallel
+    (column and row Dense pairs, attention split by heads, embeddings split
+    by vocabulary) and their 2-D mixes, over every ``batch × model``
+    factorisation of ``devices``. Splits that do not divide are avoided.
+    Plans are first laid out without compiling (exact variable bytes per
+    device; communication estimated from the layouts) and ranked by
+    communication, then bytes (plans whose variables fill a chip last).
+    The best ``compile_top`` (default ``top + 2``) are then compiled with
+    ``inputs``; their figures become XLA's, a plan another beats on both
+    bytes and communication is dropped, and the rest rank by estimated
+    step time on a target, else by communication, then bytes. Each
+    candidate says which of its figures are estimates.
+
+    Args:
+        devices: the device count (default: the target's chips, or the
+            devices JAX has).
+        target: the hardware to plan for, as in :func:`~shardviz.analyze`.
+        inputs: model inputs; without them nothing is compiled.
+        budget_bytes: keep only candidates needing at most this many bytes
+            per device (XLA's total when compiled, else the variables'): a
+            number, or a size such as ``"12GB"`` or ``"12GiB"``.
+        train_step: plan for the train step ``model.fit`` runs rather than
+            a forward pass.
+        top: how many candidates to return.
+        compile_top: how many of the best-ranked to compile (at least 1;
+            default ``top + 2``).
+        labels: with ``train_step``, the labels (y) as ``fit`` takes them.
+
+    Raises:
+        ShardvizError: for a device count outside 1 to
+            :data:`~shardviz.plan.MAX_MESH_SIZE`, or another bad argument,
+            before any work.
+    """
+
+
+    if not _is_count(top):
+        raise ShardvizError(f"suggest(top={top!r:.40}): give how many candidates to return, "
+                            "at least 1.", hint="For example top=5.")
+    if compile_top is not None and not _is_count(compile_top):
+        raise ShardvizError(f"suggest(compile_top={compile_top!r:.40}): give how many of the "
+                            "best candidates to compile, at least 1.",
+                            hint="For example compile_top=3, or leave it out for top + 2.")
+    budget = None if budget_bytes is None else as_bytes(budget_bytes, "budget_bytes")
+    hardware = parse_target(target)
+    if devices is not None:
+        n = check_device_count(devices, "devices")
+    else:
+        n = hardware.plan_devices()
+        if n > MAX_MESH_SIZE:
+            raise ShardvizError(
+                f"suggest(target={target!r}): the target has {n:,} chips; shardviz plans for "
+                f"at most {MAX_MESH_SIZE:,} devices.", hint="Give a smaller target.")
+    scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
+        model_or_builder, inputs=inputs)
+    found = []
+    for name, plan, reasons in _strategies(scan, n, sequence=inputs is not None):
+        report = analyze(scan, plan, target=hardware)
+        if report.errors:
+            continue
+        c = Candidate(name, plan, reasons, report,
+                      bytes_per_device=report.variable_bytes_per_device,
+                      comm_bytes=_estimated_comm(report, scan, train_step))
+        capacity = report.mesh.capacity_bytes
+        if capacity and c.bytes_per_device > TIGHT * capacity:
+            c.tight = True
+            c.notes.append(f"the variables alone take {c.bytes_per_device / capacity:.0%} of a "
+                           f"chip's {human_bytes(capacity)}; activations must fit in the rest")
+        found.append(c)
+    everything = list(found)
+    if budget is not None:
+        found = [c for c in found if c.bytes_per_device <= budget]
+    found.sort(key=lambda c: (c.tight, c.comm_bytes, c.bytes_per_device, len(c.plan.rules)))
+    if inputs is not None:
+        confirmed = []
+        for c in found[: (int(compile_top) if compile_top is not None else top + 2)]:
+            full = analyze(scan, c.plan, inputs=inputs, train_step=train_step, target=target,
+                           labels=labels)
+            if full.errors or full.trace is None:
+                c.notes.append("did not compile: " + (full.errors[0].message if full.errors
+                                                      else "no pass"))
+                continue
+            c.report, c.compiled, c.tight = full, True, False
+            totals = full.totals
+            c.bytes_per_device = totals.bytes_per_device
+            c.comm_bytes = totals.collective_bytes or 0
+            if totals.fits is not None:
+                c.fits = totals.fits
+            if totals.step_seconds is not None:
+                c.seconds = totals.step_seconds
+            if budget is not None and c.bytes_per_device > budget:
+                continue
+            confirmed.append(c)
+        found = _undominated(confirmed)
+        found.sort(key=lambda c: (not c.fits, c.seconds if c.seconds is not None else 0.0,
+                                  c.comm_bytes, c.bytes_per_device))
+        everything = everything + confirmed
+    out = Suggestions(found[:top])
+    if everything:
+        smallest = min(everything, key=lambda c: c.bytes_per_device)
+        out.smallest = (smallest.bytes_per_device, _mesh_text(smallest.plan), smallest.name)
+    return out
+
+
+def _is_count(value: object) -> bool:
+    """Whether ``value`` is a Python or NumPy integer of at least 1 (not a bool)."""
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1
+
+
+def _undominated(candidates: list[Candidate]) -> list[Candidate]:
+    """Compiled candidates that no other on the same mesh beats on both bytes
+    per device and communication (and step time, when estimated): a variant
+    (fully sharded, sequence parallel) worse on every count than its sibling
+    is never the one to pick. Other meshes stay, as alternatives."""
+    def key(c: Candidate) -> tuple:
+        return (c.bytes_per_device, c.comm_bytes, c.seconds or 0.0)
+
+    def beats(a: Candidate, b: Candidate) -> bool:
+        ka, kb = key(a), key(b)
+        return all(x <= y for x, y in zip(ka, kb)) and ka != kb
+
+    return [c for c in candidates
+            if not any(beats(d, c) for d in candidates
+                       if d is not c and d.plan.mesh_dict == c.plan.mesh_dict)]

@@ -1,0 +1,106 @@
+"""A Report's pictures: the tiles of one tensor (``show``), JAX's own text
+drawing of it (``text``), the mesh, memory, flow and grid figures.
+
+Each function takes the Report as ``self``; the Report binds it as the method
+of the same name. The renderers are imported inside each function, the one
+upward import a Report may make (so that it draws itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..errors import ShardvizError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from .report import Report
+
+
+def show(self: Report, path: str, *, rows: int | None = None, cols: int | None = None,
+         index: int = 0, call: int = 0) -> Figure:
+    """A picture of how the tensor at ``path`` (a variable, or a traced
+    ``.../output``) lands on the devices. Any rank: pick the tensor dims
+    drawn as ``rows`` and ``cols``; other split dims become panels.
+    Returns a matplotlib Figure."""
+    from ..render.mpl import tensor_figure
+
+    self._check_path(path)
+    spec: tuple | None
+    if path in self._by_path:
+        vl = self._by_path[path]
+        shape, dtype, spec = vl.info.shape, vl.info.dtype, vl.geometry.spec
+        title = path + ("  (Keras would refuse this layout; shown replicated)"
+                        if vl.error is not None else "")
+    else:
+        a = self.activation(path, index, call)
+        shape, dtype, spec = a.shape, a.dtype, a.actual_spec
+        title = path + (f" (call {call})" if call else "")
+    return tensor_figure(shape, dtype, self.indices(path, index, call), coords=self.mesh.coords,
+                         title=title, spec=spec, rows=rows, cols=cols)
+
+
+def text(self: Report, path: str, index: int = 0, call: int = 0) -> str:
+    """What ``jax.debug.visualize_sharding`` prints for the tensor at
+    ``path``: JAX's own drawing, for 1-D and 2-D tensors."""
+    from ..render.text import jax_text
+
+    self._check_path(path)
+    if path in self._by_path:
+        g = self._by_path[path].geometry
+        shape, sharding = g.shape, g.sharding
+    else:
+        a = self.activation(path, index, call)
+        self._refuse_uneven(a)
+        shape, sharding = a.shape, a.actual
+    if len(shape) not in (1, 2):
+        raise ShardvizError(
+            f"JAX draws only 1-D and 2-D tensors as text; {path!r} has rank {len(shape)} "
+            f"{shape}.", hint=f"Use report.show({path!r}) for a picture of any rank.",
+            path=path)
+    if self.mesh.abstract:
+        raise ShardvizError(
+            f"JAX needs real devices to draw a sharding, and the mesh {self.plan.mesh_dict} "
+            f"is larger than the {self.device_count} devices here.",
+            hint=f"Use report.show({path!r}), which works on abstract meshes.", path=path)
+    return jax_text(shape, sharding)
+
+
+def show_mesh(self: Report) -> Figure:
+    """The device grid of the plan's mesh; with several hosts
+    (``processes=``, or a TPU target's topology) each device says its
+    host, and lines separate the hosts."""
+    from ..render.mpl import mesh_figure
+
+    host_of = dict(zip((int(i) for i in self.mesh.device_ids.flat),
+                       self.process_of_position))
+    return mesh_figure(self.mesh, host_of)
+
+
+def show_memory(self: Report) -> Figure:
+    """Bytes per device, stacked by what holds them."""
+    from ..render.mpl import memory_figure
+
+    return memory_figure(self)
+
+
+def show_flow(self: Report, max_layers: int = 60, explain: bool = False) -> Figure:
+    """Layers in call order, their output layouts, and the collectives,
+    numbered as in :attr:`collectives`. Collectives whose explanation
+    found a fix are marked "fix" (green); ``explain=True`` explains every
+    collective first (see :meth:`why`)."""
+    from ..render.mpl import flow_figure
+
+    if explain and self.trace is not None:
+        self.explanations()
+    return flow_figure(self, max_layers)
+
+
+def show_grid(self: Report, paths: Sequence[str] | None = None, columns: int = 5) -> Figure:
+    """Every variable's (or the given paths') tiles in one figure,
+    ``columns`` to a row."""
+    from ..render.mpl import grid_figure
+
+    return grid_figure(self, paths, columns)
