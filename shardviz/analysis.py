@@ -26,6 +26,7 @@ from .layout.geometry import mesh_model
 from .layout.match import compiled
 from .model.scan import Scan
 from .model.scan import scan as scan_model
+from .model.tuning import Tuning
 from .plan import as_bytes, as_plan, check_processes
 from .report import Report
 from .target import Target, parse_target
@@ -43,7 +44,10 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             progress: Callable[[str], object] | bool | None = None,
             replicated_threshold: int | str = checks.DEFAULT_REPLICATED_THRESHOLD,
             abstract_mesh: bool | None = None, target: str | Target | None = None, slices: int = 1,
-            dcn_axes: tuple[str, ...] | None = None, processes: int | None = None) -> Report:
+            dcn_axes: tuple[str, ...] | None = None, processes: int | None = None,
+            dtype: str | None = None, lora_rank: int | None = None,
+            lora_layers: list[str] | None = None, quantize: str | None = None,
+            remat: str | list[str] | None = None) -> Report:
     """Analyse how ``plan`` lays out a model, and with ``inputs`` run it.
 
     Without inputs, only variables are analysed, and nothing is allocated.
@@ -103,16 +107,35 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             holds and feeds, and ``report.collectives.crosses_hosts`` which
             collectives leave a host. On a TPU target the hosts come from the
             topology, and ``processes`` may be left out.
+        dtype, lora_rank, lora_layers, quantize, remat: build the model (from
+            a builder) with these training settings: a dtype policy
+            (``"bfloat16"``, ``"mixed_bfloat16"``, ...), LoRA of a rank (on
+            ``lora_layers``, by default a keras-hub backbone's own choice or
+            every Dense and EinsumDense layer), a quantization mode
+            (``"int8"``, ``"int4"``, ``"float8"``) and rematerialisation
+            (``"full"``, ``"activations"``, ``"larger_than:N"`` or layer
+            names), each applied as Keras applies it
+            (:class:`~shardviz.model.tuning.Tuning`).
     """
     start = time.perf_counter()
+    tuning = Tuning(dtype=dtype, lora_rank=lora_rank,
+                    lora_layers=tuple(lora_layers) if lora_layers is not None else None,
+                    quantize=quantize, remat=tuple(remat) if isinstance(remat, list) else remat)
     given_optimizer = optimizer
     optimizer = _optimizer(optimizer)
     stages = _progress(progress)
     replicated_threshold = as_bytes(replicated_threshold, "replicated_threshold")
     plan = as_plan(plan)
     processes = check_processes(processes, plan.mesh_size)
-    scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
-        model_or_builder, inputs=inputs)
+    if isinstance(model_or_builder, Scan):
+        scan = model_or_builder
+        if tuning.changes_model and tuning != scan.tuning:
+            raise ShardvizError(
+                f"This scan was built {scan.tuning.describe()}, not {tuning.describe()}.",
+                hint="Scan the builder again with these settings (shardviz.scan(builder, "
+                "tuning=...)), or pass the builder to analyze.")
+    else:
+        scan = scan_model(model_or_builder, inputs=inputs, tuning=tuning)
 
     hardware = parse_target(target, slices)
     if dcn_axes is None:

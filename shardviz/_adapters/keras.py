@@ -16,6 +16,7 @@ above import this module; the functions live in
 from __future__ import annotations
 
 from .keras_base import (
+    all_layers,
     build_shapes,
     current_layer,
     device_mesh,
@@ -45,6 +46,7 @@ from .keras_train import (
 )
 
 __all__ = [
+    "all_layers",
     "build_compiled_metrics",
     "build_shapes",
     "compiled_loss_name",

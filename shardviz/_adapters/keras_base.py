@@ -93,6 +93,17 @@ def is_functional(model) -> bool:
     return isinstance(model, Functional)
 
 
+def all_layers(model) -> list:
+    """Every layer inside ``model``, nested ones included, each once, in
+    Keras's order (the model itself left out).
+
+    Reason: ``model.layers`` lists only the top level; keras-hub's own
+    ``Backbone.enable_lora`` walks ``_flatten_layers`` the same way. Waits for
+    a public recursive layer iterator.
+    """
+    return list(model._flatten_layers(include_self=False))
+
+
 def unique_variables(model) -> list:
     """``model.variables`` without repeats (a shared variable appears once),
     in Keras's order."""

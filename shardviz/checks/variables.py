@@ -20,17 +20,30 @@ def variable_problems(plan: Plan, layouts: list[VariableLayout], mesh: MeshModel
     re-analyses while its match and axes stay the same, and so are its
     problems (they name only its own path, rule keys and shapes)."""
     problems = []
+    packed = packed_int4_kernels(vl.info.path for vl in layouts)
     for vl in layouts:
         cached = vl.problems
         if cached is None or cached[0] != replicated_threshold:
-            cached = (replicated_threshold, _problems_of(vl, plan, mesh, replicated_threshold))
+            cached = (replicated_threshold, _problems_of(vl, plan, mesh, replicated_threshold,
+                                                         vl.info.path in packed))
             vl.problems = cached
         problems += cached[1]
     return problems
 
 
+def packed_int4_kernels(paths) -> set[str]:
+    """The kernels Keras's int4 quantization stores packed (two 4-bit values
+    a byte) and flattened to 2-D: those beside a ``kernel_zero``.
+
+    >>> sorted(packed_int4_kernels(["d/kernel", "d/kernel_scale", "d/kernel_zero", "e/kernel"]))
+    ['d/kernel']
+    """
+    paths = set(paths)
+    return {p for p in paths if p.endswith("kernel") and f"{p}_zero" in paths}
+
+
 def _problems_of(vl: VariableLayout, plan: Plan, mesh: MeshModel,
-                 replicated_threshold: int) -> list[Problem]:
+                 replicated_threshold: int, packed_int4: bool = False) -> list[Problem]:
     problems = []
     path, m = vl.info.path, vl.match
     rule = plan.rules[m.rule].key if m.rule is not None else None
@@ -63,13 +76,17 @@ def _problems_of(vl: VariableLayout, plan: Plan, mesh: MeshModel,
     if error.kind in ("unknown-axis", "duplicate-axis", "invalid-regex"):
         return problems  # reported once per rule by Plan.check
     where = f"rule {rule!r}" if vl.source == "rule" else "its own layout"
-    problems.append(Problem(
-        "error", error.kind,
-        f"Variable {path!r} {vl.info.shape}: {where} {tuple(vl.axes)!r} cannot be "
-        f"applied: {error.message}.",
-        hint=error.hint[:1].upper() + error.hint[1:] + ".",
-        path=path, rule=rule,
-    ))
+    message = (f"Variable {path!r} {vl.info.shape}: {where} {tuple(vl.axes)!r} cannot be "
+               f"applied: {error.message}.")
+    hint = error.hint[:1].upper() + error.hint[1:] + "."
+    if packed_int4 and error.kind == "rank-mismatch":
+        message += (" int4 quantization stores this kernel packed (two 4-bit values a "
+                    "byte) and flattened to 2-D, so the rule written for the float kernel "
+                    "no longer fits the kernel model.quantize('int4') creates.")
+        hint = ("Give the packed kernel 2 entries (the input dimension, then the packed "
+                f"output columns): e.g. the exact key {path!r} with (None, 'model') where "
+                "the columns divide. An exact key wins over every regex.")
+    problems.append(Problem("error", error.kind, message, hint=hint, path=path, rule=rule))
     return problems
 
 

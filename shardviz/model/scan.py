@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,6 +49,7 @@ from .inputs import (
     normalize_inputs,
     placeholder_inputs,
 )
+from .tuning import Tuning
 
 OUTPUT_SUFFIX = "/output"
 
@@ -137,6 +139,9 @@ class Scan:
     built_by_shardviz: bool = False
     """True when shardviz called a builder (so no variable holds memory)."""
     seconds: float = 0.0
+    tuning: Tuning = Tuning()
+    """The training settings the model was built with (dtype policy, LoRA,
+    quantization, remat); ``Tuning()`` for a model as the user built it."""
 
     @property
     def variable_paths(self) -> tuple[str, ...]:
@@ -211,9 +216,12 @@ def _is_layer(obj: object) -> bool:
     return isinstance(obj, keras_adapter.keras().layers.Layer)
 
 
-def build_model(builder: Callable[[], Any]) -> tuple[Any, list[tuple]]:
+def build_model(builder: Callable[[], Any], tuning: Tuning | None = None
+                ) -> tuple[Any, list[tuple]]:
     """Call a zero-argument builder with deferred variables, recording the
-    output lookups Keras makes while it builds."""
+    output lookups Keras makes while it builds, and build it with
+    ``tuning`` (the dtype policy and remat around the build; quantization
+    and LoRA on the built model)."""
     seen: list[tuple] = []
 
     def on_output(path: str, layer: object, outputs: Any, layout: object, apply: object,
@@ -222,10 +230,14 @@ def build_model(builder: Callable[[], Any]) -> tuple[Any, list[tuple]]:
         return outputs
 
     name = getattr(builder, "__name__", repr(builder))
+    tuning = tuning or Tuning()
     error: Exception | None
     with keras_adapter.deferred_variables(), keras_adapter.observing_outputs(on_output):
         try:
-            model = builder()
+            with tuning.building():
+                model = builder()
+            if _is_layer(model):
+                _tune(model, tuning, name)
         except ShardvizError:
             raise
         except SystemExit as e:
@@ -249,6 +261,23 @@ def build_model(builder: Callable[[], Any]) -> tuple[Any, list[tuple]]:
             hint="Return the model, e.g. `return keras.Model(inputs, outputs)`.",
         )
     return model, seen
+
+
+def _tune(model: Any, tuning: Tuning, name: str) -> None:
+    """Quantize and enable LoRA on a freshly built model; a Keras refusal
+    becomes an error that names the setting."""
+    try:
+        with warnings.catch_warnings():
+            # Keras warns of each layer that has nothing to quantize (norms, dropout, ...).
+            warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
+            tuning.apply(model)
+    except ShardvizError:
+        raise
+    except Exception as e:
+        raise ShardvizError(
+            f"Keras refused {tuning.describe()} on the model {name}() built: "
+            f"{type(e).__name__}: {str(e)[:300]}",
+            hint="Change the setting it names, or apply it in the builder yourself.") from e
 
 
 def _shapes(outputs: object) -> tuple[tuple[int, ...], ...]:
@@ -316,7 +345,7 @@ def model_name(model: Any) -> str:
     return getattr(model, "name", None) or type(model).__name__
 
 
-def scan(model_or_builder: Any, inputs: object = None) -> Scan:
+def scan(model_or_builder: Any, inputs: object = None, tuning: Tuning | None = None) -> Scan:
     """Scan a built Keras model, or a zero-argument builder of one.
 
     Args:
@@ -327,6 +356,9 @@ def scan(model_or_builder: Any, inputs: object = None) -> Scan:
         inputs: optional inputs (arrays, shapes, ``ShapeDtypeStruct``s, or a
             list or dict of these). Needed to find the output paths of a
             subclassed model that does not record its input shape.
+        tuning: build the model with these training settings (a
+            :class:`~shardviz.model.tuning.Tuning`); needs a builder, since
+            a built model's dtypes and remat are fixed.
 
     Raises:
         ShardvizError: if the builder raises or returns no model, or the
@@ -337,10 +369,18 @@ def scan(model_or_builder: Any, inputs: object = None) -> Scan:
     start = time.perf_counter()
     notes = []
     build_records: list[tuple] = []
+    tuning = tuning or Tuning()
     if _is_layer(model_or_builder):
+        if tuning.changes_model:
+            raise ShardvizError(
+                f"{tuning.describe()} changes how the model is built, and this model is "
+                "built already.",
+                hint="Pass the function that builds the model (a builder) instead, so that "
+                "shardviz builds it with these settings; or apply them yourself and leave "
+                "them out.")
         model, built_by_shardviz = model_or_builder, False
     elif callable(model_or_builder):
-        model, build_records = build_model(model_or_builder)
+        model, build_records = build_model(model_or_builder, tuning)
         built_by_shardviz = True
     else:
         raise ShardvizError(
@@ -417,4 +457,5 @@ def scan(model_or_builder: Any, inputs: object = None) -> Scan:
         notes=tuple(notes),
         built_by_shardviz=built_by_shardviz,
         seconds=time.perf_counter() - start,
+        tuning=tuning,
     )

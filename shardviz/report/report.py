@@ -19,6 +19,7 @@ from ..format import plural
 from ..layout.assign import OutputLayout, VariableLayout
 from ..layout.geometry import MeshModel
 from ..model.scan import Scan
+from ..model.tuning import Tuning
 from ..plan import Plan
 from ..target import Target, estimate_checks, parse_target
 from . import display, explaining, frames, lookups
@@ -334,6 +335,12 @@ class Report:
     explain = explaining.explain
 
     # ------------------------------------------------------------ display
+    @property
+    def tuning(self) -> Tuning:
+        """The training settings the model was built with (dtype policy, LoRA,
+        quantization, remat): ``analyze``'s ``dtype=``, ``lora_rank=``, ..."""
+        return self.scan.tuning
+
     def summary(self) -> dict:
         counts = {s: 0 for s in SEVERITIES}
         for p in self.problem_list:
@@ -345,6 +352,7 @@ class Report:
             "devices": self.mesh.size,
             "abstract_mesh": self.mesh.abstract,
             "target": self.target.label,
+            "tuning": self.tuning.describe(),
             "variables": len(self.variable_layouts),
             "sharded": statuses.count("sharded"),
             "replicated": statuses.count("replicated"),

@@ -56,6 +56,12 @@ class Hardware:
     a GPU node's chip count."""
     source: str
     """Where each figure comes from."""
+    megacore: bool = False
+    """Two TensorCores per chip that Cloud TPU runs as one JAX device (v4,
+    v5p); libtpu describes such a chip core by core unless asked."""
+    one_host_topologies: tuple[str, ...] = ()
+    """TPU topologies sold as one host smaller or other than libtpu's default
+    host of 2x2 chips (v5litepod-1 and -8: ``1x1``, ``2x4``)."""
 
 
 def _tb(gbps: float) -> float:
@@ -69,25 +75,28 @@ HARDWARE: dict[str, Hardware] = {h.name: h for h in (
         4096, 3,
         f"{CLOUD_TPU}v4: 32 GiB HBM2, 1200 GBps, 275 TFLOPs bf16, pods of 4096 chips. ICI and DCN "
         f"are not on that page: {SCALING_BOOK}tpus/ gives 4.5e10 B/s one way per ICI link with 6 "
-        "neighbours (6 x 4.5e10), and about 2.5e10 B/s of DCN per host of 4 chips."),
+        "neighbours (6 x 4.5e10), and about 2.5e10 B/s of DCN per host of 4 chips.",
+        megacore=True),
     Hardware(
         "v5e", "tpu", "TPU v5 lite", 16 * 2**30, 819e9, 197e12, "ici", 400e9 / 2, "dcn",
         _tb(2 * 100) / 8, 256, 2,
         f"{CLOUD_TPU}v5e: 16 GB HBM2 (GiB: the compiler itself allows 15.75 GiB), 819 GBps, "
         "197 TFLOPs bf16, ICI 400 GBps bidirectional (halved: one way), pods of 256 chips. "
-        "DCN derived: 2 x 100 Gbps NICs per host of 8 chips."),
+        "DCN derived: 2 x 100 Gbps NICs per host of 8 chips.",
+        one_host_topologies=("1x1", "2x4")),
     Hardware(
         "v5p", "tpu", "TPU v5", 96 * 2**30, 2765e9, 459e12, "ici", 1200e9 / 2, "dcn", _tb(50),
         6144, 3,
         f"{CLOUD_TPU}v5p: 95 GiB HBM2e usable (the compiler itself allows 95.74 GiB: the chip "
         "holds 96 GiB), 2765 GBps, 459 TFLOPs bf16, ICI 1200 GBps "
-        "bidirectional (halved: one way), DCN 50 Gbps per chip, slices up to 16x16x24."),
+        "bidirectional (halved: one way), DCN 50 Gbps per chip, slices up to 16x16x24.",
+        megacore=True),
     Hardware(
         "v6e", "tpu", "TPU v6 lite", 32 * 2**30, 1640e9, 918e12, "ici", 800e9 / 2, "dcn",
         _tb(4 * 200) / 8, 256, 2,
         f"{CLOUD_TPU}v6e: 32 GB HBM (GiB, as for v5e), 1640 GBps, 918 TFLOPs bf16, ICI 800 GBps "
         "bidirectional (halved: one way), pods of 256 chips. DCN derived: 4 x 200 Gbps NICs per host of 8 "
-        "chips."),
+        "chips.", one_host_topologies=("1x1", "2x4")),
     Hardware(
         "h100", "gpu", "NVIDIA H100 80GB HBM3", 80 * 10**9, 3.35e12, 989e12, "nvlink", 450e9,
         "infiniband", _tb(400), 8, 1,

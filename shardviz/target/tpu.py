@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ..devices import _no_libtpu, _quiet_stderr, quiet_tpu_runtime
 from ..errors import ShardvizError
 from .base import Target
+from .chips import HARDWARE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -71,13 +72,11 @@ def tpu_topology_devices(chip: str, topology: str, slices: int = 1) -> tuple:
     # process owns them. shardviz only compiles for a described topology and
     # never touches a chip, so two notebooks (or test workers) may both plan.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    # v4 and v5p chips hold two TensorCores that Cloud TPU runs as one JAX
-    # device (megacore); libtpu describes a v4 core by core unless asked.
-    config: dict[str, object] = (
-        {"chip_config_name": "megacore"} if chip in ("v4", "v5p") else {})
-    # Slices of one host: v5litepod-1 / v6e-1 (a chip) and v5litepod-8 / v6e-8
-    # (one VM of 8 chips); libtpu's default host is 2x2 chips.
-    if chip in ("v5e", "v6e") and topology in ("1x1", "2x4"):
+    # A megacore chip is one JAX device; libtpu's default host is 2x2 chips.
+    hardware = HARDWARE.get(chip)
+    megacore = hardware is not None and hardware.megacore
+    config: dict[str, object] = {"chip_config_name": "megacore"} if megacore else {}
+    if hardware is not None and topology in hardware.one_host_topologies:
         config["chips_per_host_bounds"] = tuple(int(d) for d in topology.split("x")) + (1,)
     try:
         with _quiet_stderr():
