@@ -38,6 +38,8 @@ _LAZY = {
     "Explanation": ("shardviz.explain", "Explanation"),
     "suggest": ("shardviz.planner", "suggest"),
     "sweep": ("shardviz.planner", "sweep"),
+    "fit": ("shardviz.planner", "fit"),
+    "FitAnswer": ("shardviz.planner", "FitAnswer"),
     "show_sweep": ("shardviz.render.pictures", "show_sweep"),
     "verify": ("shardviz.multihost", "verify"),
     "targets": ("shardviz.target", "targets"),

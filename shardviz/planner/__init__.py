@@ -1,5 +1,6 @@
-"""The planner: layout rules suggested from a model's structure, and sweeps
-of a rule set over mesh shapes.
+"""The planner: layout rules suggested from a model's structure, sweeps
+of a rule set over mesh shapes, and the largest batch or smallest slice a
+fine-tune fits (:func:`fit`).
 
 :func:`suggest` recognises what a strong engineer looks for, from shapes and
 layer kinds rather than names: Dense kernels that widen (column-parallel)
@@ -23,12 +24,13 @@ parallel, fully sharded and sequence parallel layouts), ``rules`` (few,
 readable rule keys), ``meshes`` (divisors and mesh shapes),
 ``strategies`` (the plans tried, with reasons), ``candidates``
 (:class:`Candidate`, :class:`Suggestions`), ``suggest_plans``
-(:func:`suggest`), ``diff`` (:func:`plan_diff`) and ``sweep_meshes``
-(:func:`sweep`).
+(:func:`suggest`), ``diff`` (:func:`plan_diff`), ``sweep_meshes``
+(:func:`sweep`) and ``fit_search`` (:func:`fit`).
 """
 
 from .candidates import TABLE_COLUMNS, TIGHT, Candidate, Suggestions
 from .diff import plan_diff
+from .fit_search import FitAnswer, fit
 from .meshes import _meshes as _meshes  # tests/test_arguments.py
 from .meshes import divisors, factorisations, mesh_count
 from .roles import Role, roles
@@ -47,7 +49,7 @@ from .sweep_meshes import MAX_SWEEP_MESHES, SWEEP_COLUMNS, sweep
 
 __all__ = [
     "FSDP_MIN_BYTES", "MAX_SWEEP_MESHES", "REASONS", "SEQUENCE_LAYERS", "SWEEP_COLUMNS",
-    "TABLE_COLUMNS", "TIGHT", "Candidate", "Role", "Suggestions", "activations_dominate",
-    "divisors", "factorisations", "fully_sharded_specs", "mesh_count", "plan_diff", "roles",
+    "TABLE_COLUMNS", "TIGHT", "Candidate", "FitAnswer", "Role", "Suggestions", "activations_dominate",
+    "divisors", "factorisations", "fit", "fully_sharded_specs", "mesh_count", "plan_diff", "roles",
     "rules_for", "sequence_parallel_specs", "suggest", "sweep", "tensor_parallel_specs",
 ]

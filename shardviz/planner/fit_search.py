@@ -1,0 +1,418 @@
+""":func:`fit`: the largest global batch that fits a slice, or the smallest
+slice that fits a batch, for the train step ``model.fit`` runs, each answer
+the compiler's own.
+
+Memory grows about linearly in the batch, so :func:`fit` compiles the train
+step at two batches, fits a line through the compiler's figures, compiles at
+the batch the line predicts and at the next one, and moves along the line
+until one batch fits and the next is refused. For the smallest slice, the
+variables' exact bytes per chip (no compile) rule out the slices too small to
+hold them, and the rest are compiled smallest first. Every compile is listed
+in the answer (:attr:`FitAnswer.compiles`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import analyze
+from ..errors import ShardvizError
+from ..format import human_bytes
+from ..model.scan import Scan
+from ..model.scan import scan as scan_model
+from ..model.tuning import Tuning
+from ..plan import Plan, as_plan
+from ..report import Report
+from ..target import parse_target
+from ..target.chips import HARDWARE
+from ..target.slices import sold_topologies
+from .batch_inputs import BatchInputs, positive
+from .rules import rules_for
+from .specs import fully_sharded_specs
+
+MAX_COMPILES = 12
+"""The most compiles one question (one remat mode) may take."""
+
+MAX_BATCH = 2**20
+"""The largest global batch :func:`fit` looks at."""
+
+FIRST_BATCHES = (8, 64)
+"""The first two batches compiled (times the batch axis's size): large enough
+that the padding of a small batch does not bend the line."""
+
+COMPILE_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
+                   "fits", "compiled", "seconds"]
+ANSWER_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
+                  "next", "next_bytes_per_device", "compiles"]
+
+
+@dataclasses.dataclass
+class FitAnswer:
+    """What :func:`fit` found: one row per remat mode in :attr:`answers`,
+    every compile in :attr:`compiles`, and the Report of the best answer.
+
+    For the largest batch, a row's ``batch`` fits ``target`` and ``next``
+    (the next batch the batch axis allows) was refused, with the bytes it
+    needed. For the smallest slice, ``target`` fits ``batch`` and ``next``
+    names the next smaller slice sold, which was refused (by the compiler,
+    or because the variables alone exceed a chip: ``compiled`` False).
+    """
+
+    question: str
+    """``"largest batch"`` or ``"smallest slice"``."""
+    answers: pd.DataFrame
+    compiles: pd.DataFrame
+    report: Report | None
+    """The Report at the best answer (the last remat mode's if none fits)."""
+    tuning: Tuning
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def compile_count(self) -> int:
+        """How many train steps were compiled."""
+        return int(self.compiles.compiled.sum())
+
+    def __str__(self) -> str:
+        lines = [f"shardviz.fit: the {self.question}, {self.tuning.describe()} "
+                 f"({self.compile_count} compiles)"]
+        rows: list[dict[Any, Any]] = self.answers.to_dict("records")
+        for row in rows:
+            remat = row["remat"] or "no remat"
+            if pd.isna(row["batch"]):
+                lines.append(f"  {remat}: nothing fits ({row['next']} is refused)")
+                continue
+            used = (f"{human_bytes(row['bytes_per_device'])} of "
+                    f"{human_bytes(row['capacity_bytes'])}")
+            refused = ""
+            if row["next"] and not pd.isna(row["next_bytes_per_device"]):
+                refused = f"; {row['next']} needs {human_bytes(row['next_bytes_per_device'])}"
+            elif row["next"]:
+                refused = f"; {row['next']}"
+            lines.append(f"  {remat}: batch {int(row['batch'])} on {row['target']} "
+                         f"(mesh {row['mesh']}), {used} per chip{refused}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<FitAnswer {self.question}: {len(self.answers)} rows, {self.compile_count} compiles>"
+
+    def _repr_html_(self) -> str:
+        head = html.escape(str(self).splitlines()[0])
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (f"<div><b>{head}</b>{self.answers.to_html(index=False, na_rep='')}"
+                f"<details><summary>{self.compile_count} compiles</summary>"
+                f"{self.compiles.to_html(index=False)}</details>"
+                + (f"<ul>{notes}</ul>" if notes else "") + "</div>")
+
+
+def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = None, *,
+        target: str, batch: int | None = None, seq: int | None = None,
+        inputs: object = None, labels: object = None, remat: object = None,
+        dtype: str | None = None, lora_rank: int | None = None,
+        lora_layers: Sequence[str] | None = None, quantize: str | None = None,
+        optimizer: object = None, max_compiles: int = MAX_COMPILES,
+        progress: Callable[[str], object] | bool | None = None) -> FitAnswer:
+    """Will this fine-tune fit, with what batch, on how many chips?
+
+    With a slice as ``target`` (``"v5e:2x4"``), the largest global batch
+    whose train step fits, for each remat mode asked for. With a chip family
+    (``"v5e"``) and a ``batch``, the smallest slice sold that fits it.
+
+    Args:
+        model_or_builder: a builder (the settings below change how it is
+            built), a built model, or a :class:`~shardviz.Scan`.
+        plan: the layout: a Plan for the slice; for the smallest slice, a
+            function of the device count that returns one, or a Plan whose
+            batch axis grows to fill each slice. By default every variable
+            is split over one ``batch`` axis of all devices (fully sharded).
+        target: a slice (largest batch) or a chip family (smallest slice).
+        batch: the global batch (for the smallest slice).
+        seq: the sequence length of a token model: each input dim the model
+            leaves open after the batch is ``seq``.
+        inputs, labels: shapes (or arrays) of one batch, for models that are
+            not token models; their first dim is replaced by each batch tried.
+        remat: a remat mode, or a list of modes to compare (``[None,
+            "full"]``); a list of layer names as one mode is a tuple inside
+            the list.
+        dtype, lora_rank, lora_layers, quantize, optimizer: as in
+            :func:`~shardviz.analyze`.
+        max_compiles: the most compiles for one remat mode.
+        progress: a line per compile on stderr (True), to a callable, or
+            none (None, False).
+    """
+    modes = _modes(remat)
+    say = _say(progress)
+    hardware = _family_or_slice(target)
+    tunings = [Tuning(dtype=dtype, lora_rank=lora_rank, quantize=quantize, remat=m,  # type: ignore[arg-type]
+                      lora_layers=tuple(lora_layers) if lora_layers is not None else None)
+               for m in modes]
+    rows: list[dict] = []
+    compiles: list[list] = []
+    notes: list[str] = []
+    best: Report | None = None
+    for mode, tuning in zip(modes, tunings):
+        scan = _scan(model_or_builder, tuning)
+        shapes = BatchInputs(scan, seq, inputs, labels)
+        ask = _Asker(scan, shapes, optimizer, mode, compiles, notes, say)
+        if hardware is None:
+            devices = parse_target(target).plan_devices()
+            this = (as_plan(plan) if plan is not None and not callable(plan)
+                    else _plan_for(plan, scan, devices))
+            row, report = _largest_batch(ask, this, target, max_compiles)
+        else:
+            if batch is None:
+                raise ShardvizError(f"The smallest slice of {target} for which batch?",
+                                    hint="Give batch=, e.g. fit(build, target='v5e', batch=32, "
+                                    "seq=2048); or a slice such as 'v5e:2x4' for the largest batch.")
+            row, report = _smallest_slice(ask, plan, hardware, positive(batch, "batch"),
+                                          max_compiles, notes)
+        rows.append(row)
+        if report is not None and (best is None or row.get("batch") is not None):
+            best = report
+    return FitAnswer("largest batch" if hardware is None else "smallest slice",
+                     pd.DataFrame(rows, columns=ANSWER_COLUMNS),
+                     pd.DataFrame(compiles, columns=COMPILE_COLUMNS), best,
+                     dataclasses.replace(tunings[0], remat=None), notes)
+
+
+# ------------------------------------------------------------------ the searches
+def _largest_batch(ask: _Asker, plan: Plan, target: str, max_compiles: int
+                   ) -> tuple[dict, Report | None]:
+    """The largest multiple of the batch axis's size that fits, and the next
+    one refused: two compiles for a line (a refused compile still gives the
+    bytes it needed), then guesses on the line through the closest fitting
+    and refused batches, halving the gap whenever a guess does not."""
+    unit = plan.mesh_dict.get(plan.batch_axis, 1)
+    seen: dict[int, Report] = {}
+
+    def at(b: int) -> Report:
+        if b not in seen:
+            if len(seen) >= max_compiles:
+                raise _OutOfCompiles
+            seen[b] = ask(plan, target, b)
+        return seen[b]
+
+    try:
+        start = FIRST_BATCHES[0] * unit
+        if not at(start).totals.fits:
+            start = unit
+            if not at(start).totals.fits:
+                return ask.row(plan, target, None, f"batch {unit}",
+                               seen[unit].totals.bytes_per_device, len(seen)), seen[unit]
+        at(max(FIRST_BATCHES[1] * unit, 2 * start))
+        sides: list[bool] = []
+        while True:
+            lo = max(b for b, r in seen.items() if r.totals.fits)
+            above = [b for b, r in seen.items() if not r.totals.fits and b > lo]
+            hi = min(above) if above else None
+            if hi == lo + unit:
+                return ask.row(plan, target, seen[lo], f"batch {hi}",
+                               seen[hi].totals.bytes_per_device, len(seen)), seen[lo]
+            guess = _line_guess(seen, lo, hi, ask.capacity(seen[lo]), unit)
+            if hi is None and guess > MAX_BATCH:
+                if MAX_BATCH in seen:
+                    ask.notes.append(f"{_mode_text(ask.mode) or 'no remat'}: the largest batch "
+                                     f"looked at ({MAX_BATCH}, MAX_BATCH) fits")
+                    return ask.row(plan, target, seen[lo], None, None, len(seen)), seen[lo]
+                guess = MAX_BATCH
+            if hi is not None:
+                # The line through a staircase can land on one side again and again:
+                # after three guesses on the same side, halve the gap instead.
+                if guess in seen or (len(sides) >= 3 and len(set(sides[-3:])) == 1):
+                    guess = lo + max(1, (hi - lo) // unit // 2) * unit
+                guess = min(max(guess, lo + unit), hi - unit)
+            sides.append(bool(at(guess).totals.fits))
+    except _OutOfCompiles:
+        best = max((b for b, r in seen.items() if r.totals.fits), default=None)
+        refused = [b for b, r in seen.items() if not r.totals.fits and best and b > best]
+        ask.notes.append(
+            f"{_mode_text(ask.mode) or 'no remat'}: stopped after {max_compiles} compiles "
+            f"(max_compiles); the largest batch is {best} or more"
+            + (f", below {min(refused)}" if refused else ""))
+        found = seen.get(best) if best is not None else None
+        return ask.row(plan, target, found, None, None, len(seen)), found
+
+
+def _line_guess(seen: dict[int, Report], lo: int, hi: int | None, capacity: int,
+                unit: int) -> int:
+    """The largest batch (a multiple of ``unit``) under ``capacity`` on the
+    line through the largest fitting batch and the smallest refused one (or,
+    with none refused, the two largest batches seen)."""
+    if hi is not None:
+        (b1, m1), (b2, m2) = ((lo, seen[lo].totals.bytes_per_device),
+                              (hi, seen[hi].totals.bytes_per_device))
+    else:
+        points = sorted((b, r.totals.bytes_per_device) for b, r in seen.items())
+        (b1, m1), (b2, m2) = points[-2], points[-1]
+    slope = (m2 - m1) / (b2 - b1) if b2 != b1 else 0
+    if slope <= 0:
+        return MAX_BATCH + unit
+    return max(unit, int((b1 + (capacity - m1) / slope) // unit) * unit)
+
+
+def _smallest_slice(ask: _Asker, plan: object, family: str, batch: int, max_compiles: int,
+                    notes: list[str]) -> tuple[dict, Report | None]:
+    previous: tuple[str, int | None] | None = None
+    compiled = 0
+    for topology in sold_topologies(HARDWARE[family]):
+        target = f"{family}:{topology}"
+        devices = parse_target(target).plan_devices()
+        this = _plan_for(plan, ask.scan, devices)
+        unit = this.mesh_dict.get(this.batch_axis, 1)
+        if batch % unit:
+            notes.append(f"{target} skipped: batch {batch} does not divide over its "
+                         f"{unit} {this.batch_axis!r} devices")
+            continue
+        bare = analyze(ask.scan, this, target=target)
+        capacity = bare.target.capacity_bytes() or 0
+        if bare.totals.variable_bytes_per_device > capacity:
+            ask.record(this, target, batch, bare.totals.variable_bytes_per_device, capacity,
+                       False, False, 0.0)
+            previous = (target, bare.totals.variable_bytes_per_device)
+            continue
+        if compiled >= max_compiles:
+            notes.append(f"stopped after {max_compiles} compiles (max_compiles); a larger "
+                         "slice may fit")
+            break
+        report = ask(this, target, batch)
+        compiled += 1
+        if report.totals.fits:
+            nxt, nxt_bytes = previous or (None, None)
+            return ask.row(this, target, report, nxt, nxt_bytes, compiled), report
+        previous = (target, report.totals.bytes_per_device)
+    return ask.row(None, family, None, f"no {family} slice sold fits batch {batch}", None,
+                   compiled), None
+
+
+class _OutOfCompiles(Exception):
+    pass
+
+
+# ------------------------------------------------------------------ one compile
+class _Asker:
+    """Compiles the train step for a plan, target and batch, and records it."""
+
+    def __init__(self, scan: Scan, shapes: BatchInputs, optimizer: object, mode: object,
+                 compiles: list, notes: list[str], say: Callable[[str], object] | None) -> None:
+        self.scan, self.shapes, self.optimizer, self.mode = scan, shapes, optimizer, mode
+        self.compiles, self.notes, self.say = compiles, notes, say
+
+    def __call__(self, plan: Plan, target: str, batch: int) -> Report:
+        start = time.perf_counter()
+        inputs, labels = self.shapes.at(batch)
+        report = analyze(self.scan, plan, inputs, labels=labels, train_step=True,
+                         optimizer=self.optimizer, target=target)
+        if report.trace_error is not None and report.totals.fits is not False:
+            raise ShardvizError(
+                f"The train step at batch {batch} on {target} failed: "
+                f"{report.trace_error.message}", hint=report.trace_error.hint)
+        seconds = time.perf_counter() - start
+        self.record(plan, target, batch, report.totals.bytes_per_device,
+                    self.capacity(report), bool(report.totals.fits), True, seconds)
+        return report
+
+    def capacity(self, report: Report) -> int:
+        return int(report.target.capacity_bytes() or 0)
+
+    def record(self, plan: Plan, target: str, batch: int, needed: int, capacity: int,
+               fits: bool, compiled: bool, seconds: float) -> None:
+        self.compiles.append([_mode_text(self.mode), target, _mesh_text(plan), batch, needed,
+                              capacity, fits, compiled, round(seconds, 2)])
+        if self.say is not None:
+            verdict = "fits" if fits else "does not fit"
+            how = f"compile {sum(c[7] for c in self.compiles)}" if compiled else "no compile"
+            self.say(f"fit: batch {batch} on {target}, {_mode_text(self.mode) or 'no remat'}: "
+                     f"{human_bytes(needed)} of {human_bytes(capacity)}, {verdict} ({how}, "
+                     f"{seconds:.1f} s)")
+
+    def row(self, plan: Plan | None, target: str, report: Report | None, nxt: str | None,
+            nxt_bytes: int | None, compiles: int) -> dict:
+        """One answer: ``report`` fits (None: nothing does) and ``nxt``, the
+        next step up (or down), was refused needing ``nxt_bytes``."""
+        return {"remat": _mode_text(self.mode), "target": target,
+                "mesh": _mesh_text(plan) if plan is not None else None,
+                "batch": self.shapes.batch_of(report) if report is not None else None,
+                "bytes_per_device": report.totals.bytes_per_device if report else None,
+                "capacity_bytes": self.capacity(report) if report else None,
+                "next": nxt, "next_bytes_per_device": nxt_bytes, "compiles": compiles}
+
+
+# ------------------------------------------------------------------ arguments
+def _plan_for(plan: object, scan: Scan, devices: int) -> Plan:
+    """The plan for ``devices``: ``plan(devices)``, ``plan`` with its batch
+    axis grown to fill them, or every variable split over one batch axis."""
+    if plan is None:
+        specs = fully_sharded_specs(scan, "batch", devices)
+        return Plan({"batch": devices}, rules_for(specs, scan.variable_paths))
+    if callable(plan) and not isinstance(plan, Plan):
+        return as_plan(plan(devices))
+    plan = as_plan(plan)
+    others = math.prod(size for axis, size in plan.mesh if axis != plan.batch_axis)
+    if devices % others:
+        raise ShardvizError(
+            f"The plan's other axes ({others} devices) do not divide a slice of {devices}.",
+            hint="Pass plan= as a function of the device count that returns a plan.")
+    mesh = {axis: devices // others if axis == plan.batch_axis else size
+            for axis, size in plan.mesh}
+    return Plan(mesh, [(r.key, r.axes) for r in plan.rules], plan.batch_axis)
+
+
+def _scan(model_or_builder: object, tuning: Tuning) -> Scan:
+    if isinstance(model_or_builder, Scan):
+        if tuning.changes_model and tuning != model_or_builder.tuning:
+            raise ShardvizError("A scan was given with training settings of another build.",
+                                hint="Pass the builder, so that each setting builds it anew.")
+        return model_or_builder
+    return scan_model(model_or_builder, tuning=tuning)
+
+
+def _modes(remat: object) -> list[object]:
+    if isinstance(remat, list):
+        if not remat:
+            raise ShardvizError("remat=[] asks for no remat mode.",
+                                hint="Leave remat out, or give modes such as [None, 'full'].")
+        return [tuple(m) if isinstance(m, (list, tuple)) else m for m in remat]
+    return [remat]
+
+
+def _family_or_slice(target: object) -> str | None:
+    """The chip family when ``target`` names one (smallest slice), else None."""
+    if isinstance(target, str) and target.strip().lower() in HARDWARE:
+        family = target.strip().lower()
+        if HARDWARE[family].family != "tpu":
+            raise ShardvizError(f"{target!r} is not a TPU family; the smallest slice is for "
+                                "TPU slices.", hint="Give 'v5e', 'v5p', 'v6e' or 'v4'.")
+        return family
+    if not isinstance(target, str):
+        raise ShardvizError(f"target={target!r:.60} is not a slice or a chip family.",
+                            hint="Give a slice such as 'v5e:2x4', or a family such as 'v5e'.")
+    parse_target(target)  # a bad slice gets its own error now
+    return None
+
+
+def _mode_text(mode: object) -> str | None:
+    if mode is None:
+        return None
+    if isinstance(mode, str):
+        return mode
+    return "layers " + ", ".join(str(m) for m in mode)  # type: ignore[attr-defined]
+
+
+def _mesh_text(plan: Plan) -> str:
+    return " x ".join(f"{axis}={size}" for axis, size in plan.mesh)
+
+
+def _say(progress: object) -> Callable[[str], object] | None:
+    if progress is True:
+        return lambda line: print(line, file=sys.stderr, flush=True)
+    if callable(progress):
+        return progress
+    return None

@@ -1,0 +1,104 @@
+"""shardviz.fit: the largest batch a slice fits and the smallest slice that fits
+a batch, for the train step model.fit runs, found with few compiles of the TPU
+compiler. Each answer is checked where it matters: the batch returned fits
+within the compiler's capacity, and the next one is refused."""
+
+import os
+
+import pytest
+
+import shardviz
+from shardviz import Plan, ShardvizError, examples
+from shardviz.planner.fit_search import MAX_BATCH, _plan_for
+
+shardviz.simulate_devices(8)
+import keras  # noqa: E402
+
+
+def wide(width=2**16, hidden=1024):
+    """A model whose activations grow fast with the batch."""
+    inputs = keras.Input((width,))
+    x = keras.layers.Dense(hidden, name="up")(inputs)
+    outputs = keras.layers.Dense(width, name="down")(x)
+    model = keras.Model(inputs, outputs, name="wide")
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def _libtpu() -> bool:
+    try:
+        import libtpu  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+if not _libtpu() and os.environ.get("SHARDVIZ_REQUIRE_TPU"):
+    raise RuntimeError("SHARDVIZ_REQUIRE_TPU is set but libtpu is not installed "
+                       "(pip install -e '.[tpu]')")
+tpu = pytest.mark.skipif(not _libtpu(), reason="libtpu is not installed")
+
+
+@tpu
+def test_the_largest_batch_fits_and_the_next_is_refused():
+    answer = shardviz.fit(wide, target="v5e:1x1", inputs=(1, 2**16), labels=(1, 2**16))
+    (row,) = answer.answers.to_dict("records")
+    batch = row["batch"]
+    assert 1 < batch < MAX_BATCH and row["next"] == f"batch {batch + 1}"
+    assert row["bytes_per_device"] <= row["capacity_bytes"] < row["next_bytes_per_device"]
+    assert answer.compile_count == len(answer.compiles) <= 12
+    # the two compiles either side, asked again
+    at = shardviz.analyze(wide, Plan({"batch": 1}), inputs=(batch, 2**16),
+                          labels=(batch, 2**16), train_step=True, target="v5e:1x1")
+    over = shardviz.analyze(wide, Plan({"batch": 1}), inputs=(batch + 1, 2**16),
+                            labels=(batch + 1, 2**16), train_step=True, target="v5e:1x1")
+    assert at.totals.fits and not over.totals.fits
+    assert answer.report is not None and answer.report.totals.fits
+    assert f"batch {batch} on v5e:1x1" in str(answer)
+    assert "<table" in answer._repr_html_()
+
+
+@tpu
+def test_remat_modes_are_compared_on_the_same_slice():
+    build = examples.transformer_block
+    answer = shardviz.fit(build, target="v5e:1x1", inputs=(1, 16, 64), remat=[None, "full"],
+                          max_compiles=6)
+    rows = answer.answers.set_index(answer.answers.remat.fillna("none"))
+    assert list(rows.index) == ["none", "full"]
+    assert set(answer.compiles.remat.fillna("none")) == {"none", "full"}
+
+
+@tpu
+def test_the_smallest_slice_is_the_first_sold_that_fits():
+    big = lambda: wide(width=2**16, hidden=2**14)  # noqa: E731  8 GiB of float32 weights
+    answer = shardviz.fit(big, target="v5e", batch=16, inputs=(1, 2**16), labels=(1, 2**16))
+    (row,) = answer.answers.to_dict("records")
+    assert row["target"] == "v5e:2x2" and row["batch"] == 16
+    assert row["next"] == "v5e:1x1" and row["next_bytes_per_device"] > row["capacity_bytes"]
+    assert row["bytes_per_device"] <= row["capacity_bytes"]
+    c = answer.compiles
+    assert c[c.target == "v5e:1x1"].fits.tolist() == [False]
+    assert answer.compile_count <= 4
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(target="v5e", batch=0), "batch=0 is not a positive"),
+    (dict(target="v5e"), "for which batch"),
+    (dict(target="h100"), "not a TPU family"),
+    (dict(target="v5e:3x3"), "3x3"),
+    (dict(target="v5e:1x1", seq=0), "seq=0 is not a positive"),
+    (dict(target="v5e:1x1", remat=[]), "remat=[] asks for no remat mode"),
+])
+def test_bad_questions_say_what_to_change(kw, words):
+    with pytest.raises(ShardvizError) as info:
+        shardviz.fit(wide, inputs=(1, 2**16), **kw)
+    assert words in str(info.value) and info.value.hint
+
+
+def test_a_batch_that_does_not_divide_the_batch_axis_is_skipped_with_a_note():
+    from shardviz.model.scan import scan
+
+    plan = _plan_for(Plan({"batch": 2, "model": 2}), scan(examples.mlp), 8)
+    assert plan.mesh_dict == {"batch": 4, "model": 2}
+    with pytest.raises(ShardvizError, match="do not divide"):
+        _plan_for(Plan({"batch": 1, "model": 3}), scan(examples.mlp), 8)
