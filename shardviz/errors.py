@@ -37,6 +37,7 @@ PROBLEM_KINDS = {
     "unused-rule": "a rule matches no variable or output path",
     "conflict": "a path matches several rules, which Keras refuses",
     "pinned-layout": "a variable carries its own layout, which wins over rules",
+    "lora-unmatched": "LoRA factors of split kernels match no rule and stay replicated",
     # geometry
     "indivisible": "a sharded dimension does not divide by its mesh axis",
     "rank-mismatch": "a layout's rank differs from the tensor's rank",

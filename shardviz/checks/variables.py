@@ -111,11 +111,48 @@ def replicated_large(layouts, plan: Plan, mesh: MeshModel, threshold: int) -> li
     return problems
 
 
+LORA_FACTORS = ("lora_kernel_a", "lora_kernel_b")
+"""The variables ``enable_lora`` adds beside a kernel: ``kernel`` is about
+``kernel + lora_kernel_a @ lora_kernel_b``."""
+
+
+def lora_problems(layouts: list[VariableLayout]) -> list[Problem]:
+    """One ``lora-unmatched`` note when LoRA factors of split kernels match
+    no rule: Keras replicates them, and the rule that follows the kernel's
+    split (A its input dims, B its output dim) is named."""
+    by_path = {vl.info.path: vl for vl in layouts}
+    loose = []
+    for vl in layouts:
+        head, _, leaf = vl.info.path.rpartition("/")
+        if leaf not in LORA_FACTORS or vl.source != "none":
+            continue
+        kernel = by_path.get(f"{head}/kernel")
+        if kernel is None or kernel.error is not None:
+            continue
+        spec = tuple(kernel.geometry.spec)
+        follows = spec[:-1] + (None,) if leaf == "lora_kernel_a" else (None, spec[-1])
+        if any(axis is not None for axis in follows):  # the kernel's split reaches it
+            loose.append((vl.info.path, spec, follows))
+    if not loose:
+        return []
+    path, spec, follows = loose[0]
+    return [Problem(
+        "info", "lora-unmatched",
+        f"{plural(len(loose), 'LoRA variable')} of split kernels, e.g. {path!r} (its kernel "
+        f"is {format_spec(spec)}), match no rule, so Keras replicates them: every device "
+        "keeps and updates the whole low-rank factor, and XLA gathers or reduces around it.",
+        hint=f"Split each factor as its kernel is: A like the kernel's input dims, B like "
+        f"its output dim, e.g. {path!r}: {follows!r}; shardviz.suggest writes these rules.",
+        path=path,
+    )]
+
+
 def scan_problems(scan: Scan, layouts: list[VariableLayout]) -> list[Problem]:
+    problems = lora_problems(layouts)
     pinned = [vl for vl in layouts if vl.source == "own"]
     if not pinned:
-        return []
-    return [Problem(
+        return problems
+    return problems + [Problem(
         "info", "pinned-layout",
         f"{plural(len(pinned), 'variable')}, e.g. {pinned[0].info.path!r}, carry their own layout, "
         "which Keras uses instead of any rule.",

@@ -1,10 +1,13 @@
 """What each variable is for a tensor-parallel split: :class:`Role` and
-:func:`roles`, read from shapes, ranks and layer classes, never from names."""
+:func:`roles`, read from shapes, ranks and layer classes, never from names
+(but for the LoRA factors Keras names ``lora_kernel_a`` and ``lora_kernel_b``)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING, Any
+
+from ..checks.variables import LORA_FACTORS
 
 if TYPE_CHECKING:
     from ..model.scan import Scan
@@ -34,7 +37,9 @@ def roles(scan: Scan) -> list[Role]:
         by_layer.setdefault(o.layer_path, (o.layer_class, rank))
     kernels: dict[str, Any] = {}
     for v in scan.variables:
-        if v.trainable and len(v.shape) >= 2:
+        # A frozen kernel (LoRA, quantized) is split all the same; LoRA's own
+        # factors follow their kernel (specs.lora_specs), whatever their shape.
+        if len(v.shape) >= 2 and v.path.rpartition("/")[2] not in LORA_FACTORS:
             kernels.setdefault(v.layer, v)
     out: list[Role] = []
     square_seen = 0

@@ -83,3 +83,21 @@ def sequence_parallel_specs(scan: Scan, model: int) -> dict[str, tuple]:
                 and len(o.shapes) == 1 and o.shapes[0][1] % model == 0:
             out[o.path] = ("batch", "model", None)
     return out
+
+
+def lora_specs(scan: Scan, specs: dict[str, tuple]) -> dict[str, tuple]:
+    """``specs`` with each split kernel's LoRA factors split as it is:
+    ``lora_kernel_a`` (the kernel's input dims, then the rank) like its input
+    dims, ``lora_kernel_b`` (the rank, then the output dim) like its output
+    dim, so that the low-rank path adds no communication of its own."""
+    paths = set(scan.variable_paths)
+    out = dict(specs)
+    for path, spec in specs.items():
+        head, _, leaf = path.rpartition("/")
+        if leaf != "kernel" or all(axis is None for axis in spec):
+            continue
+        a, b = f"{head}/lora_kernel_a", f"{head}/lora_kernel_b"
+        if a in paths and b in paths:
+            out[a] = tuple(spec[:-1]) + (None,)
+            out[b] = (None, spec[-1])
+    return out

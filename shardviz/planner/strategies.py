@@ -14,6 +14,7 @@ from .rules import rules_for
 from .specs import (
     activations_dominate,
     fully_sharded_specs,
+    lora_specs,
     sequence_parallel_specs,
     tensor_parallel_specs,
 )
@@ -40,6 +41,8 @@ REASONS = {
                 "split over `{axis}`, so their activations take less memory, at the price of "
                 "gathering the sequence before each tensor-parallel block (the compiled "
                 "candidate shows that cost)",
+    "lora": "LoRA factors follow their kernel's split (A its input dims, B its output dim), so "
+            "the low-rank path adds no communication",
     "fsdp": "fully sharded over `{axis}`: each device keeps 1/{k} of every large variable, and "
             "XLA gathers one layer's weights when it runs",
 }
@@ -88,6 +91,8 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
         mesh = {"batch": batch, "model": model}
         tp = tensor_parallel_specs(scan, "model", model) if model > 1 else {}
         kinds = {p: role_of[p].kind for p in tp}
+        tp = lora_specs(scan, tp)
+        kinds.update({p: "lora" for p in tp if p not in kinds})
         tp_axis = lambda kind: "batch" if kind == "fsdp" else "model"  # noqa: E731
         if model == 1:
             out.append(("data parallel", *plan_of(mesh, {}, {}, tp_axis)))
