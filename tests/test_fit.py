@@ -102,3 +102,27 @@ def test_a_batch_that_does_not_divide_the_batch_axis_is_skipped_with_a_note():
     assert plan.mesh_dict == {"batch": 4, "model": 2}
     with pytest.raises(ShardvizError, match="do not divide"):
         _plan_for(Plan({"batch": 1, "model": 3}), scan(examples.mlp), 8)
+
+
+@tpu
+def test_the_command_line_answers_for_each_remat_mode():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "shardviz", "fit", "shardviz.examples:mlp", "--target",
+         "v5litepod-1", "--inputs", "1x16", "--labels", "1x16", "--remat", "none", "--remat",
+         "full", "-q"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "no remat: batch 1048576 on v5e:1x1" in out.stdout
+    assert "full: batch 1048576 on v5e:1x1" in out.stdout
+
+
+def test_the_command_line_refuses_a_family_without_a_batch():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "shardviz", "fit", "shardviz.examples:mlp",
+                          "--target", "v5e", "--inputs", "1x16"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "for which batch" in out.stderr

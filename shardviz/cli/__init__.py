@@ -16,6 +16,9 @@ Commands and their exit codes:
   is written with ``--plan-out``); 1: no plan fits the budget or the target.
 * ``sweep``: one rule set over every mesh shape of N devices. 0: the rules
   work on at least one mesh shape; 1: they fail on every one.
+* ``fit``: the largest batch a slice fits, or the smallest slice that fits a
+  batch, for the fine-tune's train step. 0: a batch (or slice) fits; 1:
+  nothing fits.
 * ``verify``: the plan on N local processes. 0: every shard on every host
   agrees with shardviz, and the gathered output matches a single-process
   run; 1: a disagreement, a worker that crashed or failed, or a run past
@@ -45,7 +48,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import ShardvizError
-from . import demo, report, suggest, sweep, verify
+from . import demo, fit, report, suggest, sweep, verify
 from .options import parse_bytes, parse_fail_on, parse_inputs, parse_mesh, parse_rule
 from .report import guard_failures
 from .running import Progress, UsageError
@@ -53,7 +56,8 @@ from .running import Progress, UsageError
 __all__ = ["main", "make_parser", "parse_bytes", "parse_fail_on", "parse_inputs", "parse_mesh",
            "parse_rule", "guard_failures", "Progress", "UsageError"]
 
-COMMANDS = {"report": report, "demo": demo, "suggest": suggest, "sweep": sweep, "verify": verify}
+COMMANDS = {"report": report, "demo": demo, "suggest": suggest, "sweep": sweep, "fit": fit,
+            "verify": verify}
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -85,6 +85,44 @@ def add_target(parser: argparse.ArgumentParser, devices: str, slices: bool = Fal
                            help="the mesh axis that spans the slices (default: the batch axis)")
 
 
+def add_tuning(parser: argparse.ArgumentParser, several_remat: bool = False) -> None:
+    """The fine-tune's settings: --lora, --lora-layers, --dtype, --quantize,
+    --remat (repeatable with ``several_remat``) and --optimizer;
+    :func:`tuning_of` reads them."""
+    group = parser.add_argument_group("the fine-tune")
+    group.add_argument("--lora", type=int, metavar="RANK", help="enable LoRA of this rank")
+    group.add_argument("--lora-layers", metavar="NAME,...",
+                       help="the layers LoRA goes on (default: the backbone's own choice, or "
+                       "every Dense and EinsumDense layer)")
+    group.add_argument("--dtype", metavar="POLICY",
+                       help="the dtype policy: bfloat16, mixed_bfloat16, float16, ...")
+    group.add_argument("--quantize", metavar="MODE", help="int8, int4 or float8")
+    remat = ("a remat mode: full, activations, larger_than:BYTES, layers:NAME,... or none; "
+             "repeat to compare modes" if several_remat else
+             "remat: full, activations, larger_than:BYTES or layers:NAME,...")
+    group.add_argument("--remat", action="append" if several_remat else "store",
+                       metavar="MODE", help=remat)
+    group.add_argument("--optimizer", metavar="NAME", help="an optimizer by name, e.g. adamw")
+
+
+def tuning_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments the fine-tune options give ``analyze`` and ``fit``."""
+
+    def remat(text: str | None) -> object:
+        if text is None or text == "none":
+            return None
+        if text.startswith("layers:"):
+            return tuple(n for n in text.partition(":")[2].split(",") if n)
+        return text
+
+    modes = args.remat if isinstance(args.remat, list) else None
+    return {"lora_rank": args.lora,
+            "lora_layers": args.lora_layers.split(",") if args.lora_layers else None,
+            "dtype": args.dtype, "quantize": args.quantize, "optimizer": args.optimizer,
+            "remat": [remat(m) for m in modes] if modes else remat(
+                None if isinstance(args.remat, list) else args.remat)}
+
+
 def add_guards(parser: argparse.ArgumentParser) -> None:
     """--fail-on and --max-replicated-bytes."""
     group = parser.add_argument_group(

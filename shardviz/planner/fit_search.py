@@ -85,7 +85,7 @@ class FitAnswer:
                  f"({self.compile_count} compiles)"]
         rows: list[dict[Any, Any]] = self.answers.to_dict("records")
         for row in rows:
-            remat = row["remat"] or "no remat"
+            remat = row["remat"] if isinstance(row["remat"], str) else "no remat"
             if pd.isna(row["batch"]):
                 lines.append(f"  {remat}: nothing fits ({row['next']} is refused)")
                 continue
@@ -163,7 +163,8 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
         shapes = BatchInputs(scan, seq, inputs, labels)
         ask = _Asker(scan, shapes, optimizer, mode, compiles, notes, say)
         if hardware is None:
-            devices = parse_target(target).plan_devices()
+            parsed = parse_target(target)
+            target, devices = parsed.label, parsed.plan_devices()  # v5litepod-1 is v5e:1x1
             this = (as_plan(plan) if plan is not None and not callable(plan)
                     else _plan_for(plan, scan, devices))
             row, report = _largest_batch(ask, this, target, max_compiles)
