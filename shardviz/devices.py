@@ -13,14 +13,18 @@ after the imports; a notebook that calls it late has to restart its kernel.
 
 from __future__ import annotations
 
+import array
 import contextlib
+import fcntl
 import functools
 import importlib.util
 import numbers
 import os
 import re
 import sys
+import termios
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from ._adapters.jax import backend_started
@@ -138,7 +142,10 @@ def filtering_stderr(take: Callable[[str], bool]) -> Iterator[list[str]]:
     """Hold fd 2 for the length of the block: each line written to it (from
     C++ or Python, by any thread) for which ``take(line)`` is true is kept in
     the list the block receives; every other line goes on to the real stderr
-    as it arrives, in order. Nothing is lost, whatever the block raises.
+    as it arrives, in order. Nothing is lost, whatever the block raises. At
+    the instant the block ends, a line another thread writes straight to the
+    real stderr may pass one it wrote an instant before, still in the pipe:
+    the block waits for the pipe to empty first, which makes that rare.
 
     >>> import os
     >>> with filtering_stderr(lambda line: line.startswith("mine")) as kept:
@@ -163,17 +170,22 @@ def filtering_stderr(take: Callable[[str], bool]) -> Iterator[list[str]]:
                 while data:  # a pipe or a terminal may take part of it
                     data = data[os.write(out, data):]
 
+        busy = threading.Event()  # set while the pump passes complete lines on
+
         def pump() -> None:
             pending = b""
             try:
                 while chunk := os.read(read_end, 65536):
+                    busy.set()
                     pending += chunk
                     *complete, pending = pending.split(b"\n")
                     for line in complete:
                         handle(line, b"\n")
+                    busy.clear()  # a partial line waits for its end, or for the close
                 if pending:
                     handle(pending, b"")
             finally:
+                busy.clear()
                 os.close(read_end)
                 os.close(out)
 
@@ -185,9 +197,23 @@ def filtering_stderr(take: Callable[[str], bool]) -> Iterator[list[str]]:
             yield kept
         finally:
             sys.stderr.flush()
+            # Let the pump pass on what is in the pipe before fd 2 points at the real
+            # stderr again, so that another thread's next line does not overtake it.
+            _drain(read_end, busy)
             os.dup2(saved, 2)  # the pipe's last write end closes: the pump ends
             os.close(saved)
             reader.join(timeout=10)
+
+
+def _drain(read_end: int, busy: threading.Event, limit: float = 1.0) -> None:
+    """Wait (at most ``limit`` seconds) until the pipe at ``read_end`` is empty
+    and its pump has passed every complete line on."""
+    deadline, idle = time.monotonic() + limit, 0
+    while time.monotonic() < deadline and idle < 2:  # idle twice: not between read and set
+        waiting = array.array("i", [0])
+        fcntl.ioctl(read_end, termios.FIONREAD, waiting)
+        idle = idle + 1 if not waiting[0] and not busy.is_set() else 0
+        time.sleep(0.0005)
 
 
 _TPU_START_UP = re.compile(

@@ -56,6 +56,12 @@ def test_the_largest_batch_fits_and_the_next_is_refused():
     assert answer.report is not None and answer.report.totals.fits
     assert f"batch {batch} on v5e:1x1" in str(answer)
     assert "<table" in answer._repr_html_()
+    # Within 1%: fewer compiles, and the gap said plainly.
+    rough = shardviz.fit(wide, target="v5e:1x1", inputs=(1, 2**16), labels=(1, 2**16),
+                         precision=0.01)
+    (near,) = rough.answers.to_dict("records")
+    assert near["batch"] <= batch < int(near["next"].split()[1])
+    assert rough.compile_count < answer.compile_count or near["batch"] == batch
 
 
 @tpu
@@ -84,10 +90,11 @@ def test_the_smallest_slice_is_the_first_sold_that_fits():
 @pytest.mark.parametrize("kw, words", [
     (dict(target="v5e", batch=0), "batch=0 is not a positive"),
     (dict(target="v5e"), "for which batch"),
-    (dict(target="h100"), "not a TPU family"),
+    (dict(target="h100"), "not sold in slices"),
     (dict(target="v5e:3x3"), "3x3"),
     (dict(target="v5e:1x1", seq=0), "seq=0 is not a positive"),
     (dict(target="v5e:1x1", remat=[]), "remat=[] asks for no remat mode"),
+    (dict(target="v5e:1x1", precision=1.5), "precision=1.5 is not a fraction"),
 ])
 def test_bad_questions_say_what_to_change(kw, words):
     with pytest.raises(ShardvizError) as info:

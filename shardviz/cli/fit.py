@@ -40,6 +40,9 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
                        help="the labels of one batch, like --inputs")
     group.add_argument("--max-compiles", type=int, default=12, metavar="N",
                        help="the most compiles for each remat mode (default 12)")
+    group.add_argument("--precision", type=float, default=0.0, metavar="FRACTION",
+                       help="stop within this fraction of the largest batch, e.g. 0.01 "
+                       "(default 0: the exact batch)")
     add_tuning(parser, several_remat=True)
     add_plan(parser, batch_help="default: the first mesh axis; without a plan every variable "
              "is split over one batch axis of all devices")
@@ -57,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     with running(args.quiet, f"finding what fits on {args.target}"):
         answer = fit(builder, plan, target=args.target, batch=args.batch, seq=args.seq,
                      inputs=inputs_of(args.inputs), labels=inputs_of(args.labels, "--labels"),
-                     max_compiles=args.max_compiles, progress=progress, **tuning_of(args))
+                     max_compiles=args.max_compiles, precision=args.precision,
+                     progress=progress, **tuning_of(args))
     print(answer)
     return 0 if answer.answers.batch.notna().any() else 1

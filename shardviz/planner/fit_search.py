@@ -31,9 +31,7 @@ from ..model.scan import scan as scan_model
 from ..model.tuning import Tuning
 from ..plan import Plan, as_plan
 from ..report import Report
-from ..target import parse_target
-from ..target.chips import HARDWARE
-from ..target.slices import sold_topologies
+from ..target import family_slices, parse_target
 from .batch_inputs import BatchInputs, positive
 from .rules import rules_for
 from .specs import fully_sharded_specs
@@ -118,7 +116,7 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
         inputs: object = None, labels: object = None, remat: object = None,
         dtype: str | None = None, lora_rank: int | None = None,
         lora_layers: Sequence[str] | None = None, quantize: str | None = None,
-        optimizer: object = None, max_compiles: int = MAX_COMPILES,
+        optimizer: object = None, max_compiles: int = MAX_COMPILES, precision: float = 0.0,
         progress: Callable[[str], object] | bool | None = None) -> FitAnswer:
     """Will this fine-tune fit, with what batch, on how many chips?
 
@@ -145,12 +143,19 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
         dtype, lora_rank, lora_layers, quantize, optimizer: as in
             :func:`~shardviz.analyze`.
         max_compiles: the most compiles for one remat mode.
+        precision: stop the largest batch's search when the batch that fits
+            and the one refused are this fraction of the batch apart (0.01:
+            within 1%); 0 (the default) finds the exact batch.
         progress: a line per compile on stderr (True), to a callable, or
             none (None, False).
     """
+    if isinstance(precision, bool) or not isinstance(precision, (int, float)) or not (
+            0 <= precision < 1):
+        raise ShardvizError(f"precision={precision!r:.40} is not a fraction of the batch.",
+                            hint="Give 0 (the exact batch) or a fraction such as 0.01 (1%).")
     modes = _modes(remat)
     say = _say(progress)
-    hardware = _family_or_slice(target)
+    family = _family_or_slice(target)
     tunings = [Tuning(dtype=dtype, lora_rank=lora_rank, quantize=quantize, remat=m,  # type: ignore[arg-type]
                       lora_layers=tuple(lora_layers) if lora_layers is not None else None)
                for m in modes]
@@ -162,31 +167,31 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
         scan = _scan(model_or_builder, tuning)
         shapes = BatchInputs(scan, seq, inputs, labels)
         ask = _Asker(scan, shapes, optimizer, mode, compiles, notes, say)
-        if hardware is None:
+        if family is None:
             parsed = parse_target(target)
             target, devices = parsed.label, parsed.plan_devices()  # v5litepod-1 is v5e:1x1
             this = (as_plan(plan) if plan is not None and not callable(plan)
                     else _plan_for(plan, scan, devices))
-            row, report = _largest_batch(ask, this, target, max_compiles)
+            row, report = _largest_batch(ask, this, target, max_compiles, precision)
         else:
             if batch is None:
                 raise ShardvizError(f"The smallest slice of {target} for which batch?",
                                     hint="Give batch=, e.g. fit(build, target='v5e', batch=32, "
                                     "seq=2048); or a slice such as 'v5e:2x4' for the largest batch.")
-            row, report = _smallest_slice(ask, plan, hardware, positive(batch, "batch"),
+            row, report = _smallest_slice(ask, plan, family, positive(batch, "batch"),
                                           max_compiles, notes)
         rows.append(row)
         if report is not None and (best is None or row.get("batch") is not None):
             best = report
-    return FitAnswer("largest batch" if hardware is None else "smallest slice",
+    return FitAnswer("largest batch" if family is None else "smallest slice",
                      pd.DataFrame(rows, columns=ANSWER_COLUMNS),
                      pd.DataFrame(compiles, columns=COMPILE_COLUMNS), best,
                      dataclasses.replace(tunings[0], remat=None), notes)
 
 
 # ------------------------------------------------------------------ the searches
-def _largest_batch(ask: _Asker, plan: Plan, target: str, max_compiles: int
-                   ) -> tuple[dict, Report | None]:
+def _largest_batch(ask: _Asker, plan: Plan, target: str, max_compiles: int,
+                   precision: float) -> tuple[dict, Report | None]:
     """The largest multiple of the batch axis's size that fits, and the next
     one refused: two compiles for a line (a refused compile still gives the
     bytes it needed), then guesses on the line through the closest fitting
@@ -214,7 +219,12 @@ def _largest_batch(ask: _Asker, plan: Plan, target: str, max_compiles: int
             lo = max(b for b, r in seen.items() if r.totals.fits)
             above = [b for b, r in seen.items() if not r.totals.fits and b > lo]
             hi = min(above) if above else None
-            if hi == lo + unit:
+            if hi is not None and hi - lo <= max(unit, int(precision * lo) // unit * unit):
+                if hi > lo + unit:
+                    ask.notes.append(
+                        f"{_mode_text(ask.mode) or 'no remat'}: batch {lo} fits and {hi} does "
+                        f"not; the largest lies between (within {precision:.0%}, the precision "
+                        "asked)")
                 return ask.row(plan, target, seen[lo], f"batch {hi}",
                                seen[hi].totals.bytes_per_device, len(seen)), seen[lo]
             guess = _line_guess(seen, lo, hi, ask.capacity(seen[lo]), unit)
@@ -259,12 +269,11 @@ def _line_guess(seen: dict[int, Report], lo: int, hi: int | None, capacity: int,
     return max(unit, int((b1 + (capacity - m1) / slope) // unit) * unit)
 
 
-def _smallest_slice(ask: _Asker, plan: object, family: str, batch: int, max_compiles: int,
-                    notes: list[str]) -> tuple[dict, Report | None]:
+def _smallest_slice(ask: _Asker, plan: object, family: list[str], batch: int,
+                    max_compiles: int, notes: list[str]) -> tuple[dict, Report | None]:
     previous: tuple[str, int | None] | None = None
     compiled = 0
-    for topology in sold_topologies(HARDWARE[family]):
-        target = f"{family}:{topology}"
+    for target in family:
         devices = parse_target(target).plan_devices()
         this = _plan_for(plan, ask.scan, devices)
         unit = this.mesh_dict.get(this.batch_axis, 1)
@@ -289,7 +298,8 @@ def _smallest_slice(ask: _Asker, plan: object, family: str, batch: int, max_comp
             nxt, nxt_bytes = previous or (None, None)
             return ask.row(this, target, report, nxt, nxt_bytes, compiled), report
         previous = (target, report.totals.bytes_per_device)
-    return ask.row(None, family, None, f"no {family} slice sold fits batch {batch}", None,
+    chip = family[0].partition(":")[0]
+    return ask.row(None, chip, None, f"no {chip} slice sold fits batch {batch}", None,
                    compiled), None
 
 
@@ -384,19 +394,16 @@ def _modes(remat: object) -> list[object]:
     return [remat]
 
 
-def _family_or_slice(target: object) -> str | None:
-    """The chip family when ``target`` names one (smallest slice), else None."""
-    if isinstance(target, str) and target.strip().lower() in HARDWARE:
-        family = target.strip().lower()
-        if HARDWARE[family].family != "tpu":
-            raise ShardvizError(f"{target!r} is not a TPU family; the smallest slice is for "
-                                "TPU slices.", hint="Give 'v5e', 'v5p', 'v6e' or 'v4'.")
-        return family
+def _family_or_slice(target: object) -> list[str] | None:
+    """The slices of the chip family ``target`` names (smallest slice), else
+    None (a slice: the largest batch)."""
     if not isinstance(target, str):
         raise ShardvizError(f"target={target!r:.60} is not a slice or a chip family.",
                             hint="Give a slice such as 'v5e:2x4', or a family such as 'v5e'.")
-    parse_target(target)  # a bad slice gets its own error now
-    return None
+    slices = family_slices(target)
+    if slices is None:
+        parse_target(target)  # a bad slice gets its own error now
+    return slices
 
 
 def _mode_text(mode: object) -> str | None:

@@ -46,7 +46,28 @@ from .tpu import TpuSlices
 
 __all__ = ["ASSUMED_HOP_LATENCY", "CHIP_CHECKS", "HARDWARE", "PRODUCT_NAMES", "ChipCheck",
            "GpuNodes", "Hardware", "SimulatedCpu", "Target", "TpuSlices", "collective_seconds",
-           "estimate_checks", "parse_target", "sold", "sold_topologies", "targets"]
+           "estimate_checks", "family_slices", "parse_target", "sold", "sold_topologies", "targets"]
+
+
+def family_slices(name: str) -> list[str] | None:
+    """The slices sold of the chip family ``name`` (``"v5e"``), smallest
+    first, as target names; None when ``name`` is no chip family.
+
+    >>> family_slices("v5e")[:3], family_slices("v5e:2x4")
+    (['v5e:1x1', 'v5e:2x2', 'v5e:2x4'], None)
+
+    Raises:
+        ShardvizError: for a chip that is not sold in slices (a GPU).
+    """
+    family = name.strip().lower() if isinstance(name, str) else None
+    hardware = HARDWARE.get(family) if family else None
+    if hardware is None:
+        return None
+    if hardware.topology_rank < 2:
+        raise ShardvizError(f"{name!r} is not sold in slices; a smallest slice is for TPU chips.",
+                            hint="Give a TPU family: " + ", ".join(
+                                h.name for h in HARDWARE.values() if h.topology_rank >= 2) + ".")
+    return [f"{hardware.name}:{t}" for t in sold_topologies(hardware)]
 
 
 def parse_target(target: str | Target | None, slices: int = 1) -> Target:
