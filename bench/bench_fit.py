@@ -1,0 +1,60 @@
+"""shardviz.fit on an 8B Llama-shaped model: the smallest v5e slice for a
+LoRA fine-tune in bfloat16, and the largest batch on that slice, each from
+the TPU compiler (libtpu), on a machine with no TPU.
+
+Run:  .venv/bin/python bench/bench_fit.py
+
+Prints each answer with its compiles and wall time (targets: the smallest
+slice in at most 4 compiles and 5 minutes).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SEQ = 2048
+
+
+def llama_8b_compiled():
+    """The 8B shapes, compiled as a causal LM is: sparse cross-entropy on token ids."""
+    import keras
+
+    from shardviz import examples
+
+    model = examples.llama_8b()
+    model.compile(optimizer="adamw",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def main() -> None:
+    import jax
+
+    import shardviz
+
+    labels = jax.ShapeDtypeStruct((1, SEQ), "int32")
+    settings = dict(seq=SEQ, labels=labels, lora_rank=8, dtype="bfloat16", remat="full")
+    t = time.perf_counter()
+    smallest = shardviz.fit(llama_8b_compiled, target="v5e", batch=16, **settings)
+    seconds = time.perf_counter() - t
+    print(smallest)
+    print(f"smallest v5e slice for batch 16 x {SEQ}: {smallest.compile_count} compiles, "
+          f"{seconds:.0f} s (targets <= 4 compiles, <= 300 s)")
+    print(smallest.compiles.to_string(index=False))
+    (row,) = smallest.answers.to_dict("records")
+    if isinstance(row["target"], str) and ":" in row["target"]:
+        t = time.perf_counter()
+        largest = shardviz.fit(llama_8b_compiled, target=row["target"], precision=0.05,
+                               **settings)
+        print(largest)
+        print(f"largest batch on {row['target']}: {largest.compile_count} compiles, "
+              f"{time.perf_counter() - t:.0f} s")
+        print(largest.compiles.to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
