@@ -102,7 +102,7 @@ def test_bad_questions_say_what_to_change(kw, words):
     assert words in str(info.value) and info.value.hint
 
 
-def test_a_batch_that_does_not_divide_the_batch_axis_is_skipped_with_a_note():
+def test_a_plan_grows_its_batch_axis_to_fill_a_slice():
     from shardviz.model.scan import scan
 
     plan = _plan_for(Plan({"batch": 2, "model": 2}), scan(examples.mlp), 8)
@@ -133,3 +133,12 @@ def test_the_command_line_refuses_a_family_without_a_batch():
                           "--target", "v5e", "--inputs", "1x16"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "for which batch" in out.stderr
+
+
+def test_a_slice_larger_than_the_batch_gets_a_model_axis_by_default():
+    from shardviz.model.scan import scan
+
+    plan = _plan_for(None, scan(examples.transformer_block), 32, batch=8)
+    assert plan.mesh_dict == {"batch": 8, "model": 4}
+    assert any("model" in r.axes for r in plan.rules)
+    assert _plan_for(None, scan(examples.mlp), 8, batch=16).mesh_dict == {"batch": 8}

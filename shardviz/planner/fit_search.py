@@ -35,6 +35,7 @@ from ..target import family_slices, parse_target
 from .batch_inputs import BatchInputs, positive
 from .rules import rules_for
 from .specs import fully_sharded_specs
+from .strategies import _strategies
 
 MAX_COMPILES = 12
 """The most compiles one question (one remat mode) may take."""
@@ -130,7 +131,9 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
         plan: the layout: a Plan for the slice; for the smallest slice, a
             function of the device count that returns one, or a Plan whose
             batch axis grows to fill each slice. By default every variable
-            is split over one ``batch`` axis of all devices (fully sharded).
+            is split over one ``batch`` axis of all devices (fully sharded); on a
+            slice with more devices than the batch divides over, a ``model``
+            axis takes the rest (tensor parallel).
         target: a slice (largest batch) or a chip family (smallest slice).
         batch: the global batch (for the smallest slice).
         seq: the sequence length of a token model: each input dim the model
@@ -275,7 +278,7 @@ def _smallest_slice(ask: _Asker, plan: object, family: list[str], batch: int,
     compiled = 0
     for target in family:
         devices = parse_target(target).plan_devices()
-        this = _plan_for(plan, ask.scan, devices)
+        this = _plan_for(plan, ask.scan, devices, batch)
         unit = this.mesh_dict.get(this.batch_axis, 1)
         if batch % unit:
             notes.append(f"{target} skipped: batch {batch} does not divide over its "
@@ -357,10 +360,22 @@ class _Asker:
 
 
 # ------------------------------------------------------------------ arguments
-def _plan_for(plan: object, scan: Scan, devices: int) -> Plan:
+def _plan_for(plan: object, scan: Scan, devices: int, batch: int | None = None) -> Plan:
     """The plan for ``devices``: ``plan(devices)``, ``plan`` with its batch
-    axis grown to fill them, or every variable split over one batch axis."""
+    axis grown to fill them, or by default every variable split over one batch
+    axis of all devices; when ``batch`` does not divide over them, the batch
+    axis takes what it divides and a ``model`` axis the rest (tensor parallel,
+    with the large variables also split over the batch axis)."""
     if plan is None:
+        data = math.gcd(batch, devices) if batch else devices
+        if data < devices:
+            for label, candidate, _ in _strategies(scan, devices, sequence=False):
+                if candidate.mesh_dict == {"batch": data, "model": devices // data} and \
+                        label.startswith("fully sharded"):
+                    return candidate
+            for _label, candidate, _ in _strategies(scan, devices, sequence=False):
+                if candidate.mesh_dict == {"batch": data, "model": devices // data}:
+                    return candidate
         specs = fully_sharded_specs(scan, "batch", devices)
         return Plan({"batch": devices}, rules_for(specs, scan.variable_paths))
     if callable(plan) and not isinstance(plan, Plan):
