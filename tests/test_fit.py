@@ -142,3 +142,22 @@ def test_a_slice_larger_than_the_batch_gets_a_model_axis_by_default():
     assert plan.mesh_dict == {"batch": 8, "model": 4}
     assert any("model" in r.axes for r in plan.rules)
     assert _plan_for(None, scan(examples.mlp), 8, batch=16).mesh_dict == {"batch": 8}
+
+
+def test_after_two_refusals_the_search_jumps_along_bytes_over_chips():
+    from types import SimpleNamespace
+
+    from shardviz.planner.fit_search import _next_slice
+
+    def refused(needed):
+        return SimpleNamespace(totals=SimpleNamespace(bytes_per_device=needed, fits=False))
+
+    slices = [(f"s{n}", None, n) for n in (1, 4, 8, 16, 32, 64)]
+    gib = 2**30
+    # needs 2 + 64/chips GiB: 66 on 1 chip, 18 on 4; 16 GiB fit from 8 chips on (10 GiB)
+    seen = {0: refused(66 * gib), 1: refused(18 * gib)}
+    assert _next_slice(slices, seen, 1, 16 * gib) == 2
+    seen = {0: refused(66 * gib), 1: refused(18 * gib)}
+    assert _next_slice(slices, seen, 1, 4 * gib) == 4  # 2 + 64/32 = 4 GiB: 32 chips
+    assert _next_slice(slices, seen, 1, 1 * gib) == 5  # none fits: the largest, to confirm
+    assert _next_slice(slices, {0: refused(66 * gib)}, 0, 16 * gib) == 1  # one point: step

@@ -274,8 +274,14 @@ def _line_guess(seen: dict[int, Report], lo: int, hi: int | None, capacity: int,
 
 def _smallest_slice(ask: _Asker, plan: object, family: list[str], batch: int,
                     max_compiles: int, notes: list[str]) -> tuple[dict, Report | None]:
-    previous: tuple[str, int | None] | None = None
-    compiled = 0
+    """The smallest slice that fits ``batch``, and the next smaller one's
+    refusal. Slices whose variables alone overflow a chip are ruled out with
+    no compile; after two refusals, the bytes a slice needs are taken as
+    ``a + b / chips`` through them, the search jumps to the first slice that
+    line says fits, and confirms the slice below it is refused."""
+    chip = family[0].partition(":")[0]
+    candidates: list[tuple[str, Plan, int]] = []
+    bound: tuple[str, int] | None = None  # the largest slice ruled out without a compile
     for target in family:
         devices = parse_target(target).plan_devices()
         this = _plan_for(plan, ask.scan, devices, batch)
@@ -289,21 +295,62 @@ def _smallest_slice(ask: _Asker, plan: object, family: list[str], batch: int,
         if bare.totals.variable_bytes_per_device > capacity:
             ask.record(this, target, batch, bare.totals.variable_bytes_per_device, capacity,
                        False, False, 0.0)
-            previous = (target, bare.totals.variable_bytes_per_device)
+            bound = (target, bare.totals.variable_bytes_per_device)
             continue
-        if compiled >= max_compiles:
-            notes.append(f"stopped after {max_compiles} compiles (max_compiles); a larger "
-                         "slice may fit")
-            break
-        report = ask(this, target, batch)
-        compiled += 1
-        if report.totals.fits:
-            nxt, nxt_bytes = previous or (None, None)
-            return ask.row(this, target, report, nxt, nxt_bytes, compiled), report
-        previous = (target, report.totals.bytes_per_device)
-    chip = family[0].partition(":")[0]
+        candidates.append((target, this, devices))
+    seen: dict[int, Report] = {}
+
+    def at(i: int) -> Report:
+        if i not in seen:
+            if len(seen) >= max_compiles:
+                raise _OutOfCompiles
+            seen[i] = ask(candidates[i][1], candidates[i][0], batch)
+        return seen[i]
+
+    def answer(i: int) -> tuple[dict, Report | None]:
+        below = (candidates[i - 1][0], seen[i - 1].totals.bytes_per_device) if i else bound
+        nxt, nxt_bytes = below or (None, None)
+        return ask.row(candidates[i][1], candidates[i][0], seen[i], nxt, nxt_bytes,
+                       len(seen)), seen[i]
+
+    try:
+        i = 0
+        while i < len(candidates):
+            if at(i).totals.fits:
+                while i and (i - 1 not in seen or seen[i - 1].totals.fits):
+                    if at(i - 1).totals.fits:  # the line jumped too far
+                        i -= 1
+                    else:
+                        break
+                return answer(i)
+            i = _next_slice(candidates, seen, i, ask.capacity(seen[i]))
+    except _OutOfCompiles:
+        notes.append(f"stopped after {max_compiles} compiles (max_compiles)")
+        fitting = sorted(k for k, r in seen.items() if r.totals.fits)
+        if fitting:
+            return answer(fitting[0])
     return ask.row(None, chip, None, f"no {chip} slice sold fits batch {batch}", None,
-                   compiled), None
+                   len(seen)), None
+
+
+def _next_slice(candidates: list[tuple[str, Plan, int]], seen: dict[int, Report], i: int,
+                capacity: int) -> int:
+    """The next slice to compile after slice ``i`` was refused: the first one
+    that the line through the last two refusals says fits (the largest, when
+    none does), or simply the next."""
+    refused = sorted(k for k, r in seen.items() if not r.totals.fits)
+    if len(refused) < 2 or i + 1 >= len(candidates):
+        return i + 1
+    (n1, m1), (n2, m2) = [(candidates[k][2], seen[k].totals.bytes_per_device)
+                          for k in refused[-2:]]
+    if n1 == n2 or m1 <= m2:
+        return i + 1
+    b = (m1 - m2) / (1 / n1 - 1 / n2)
+    a = m1 - b / n1
+    for k in range(i + 1, len(candidates)):
+        if a + b / candidates[k][2] <= capacity:
+            return k
+    return len(candidates) - 1
 
 
 class _OutOfCompiles(Exception):
