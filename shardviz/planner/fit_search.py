@@ -86,7 +86,9 @@ class FitAnswer:
         for row in rows:
             remat = row["remat"] if isinstance(row["remat"], str) else "no remat"
             if pd.isna(row["batch"]):
-                lines.append(f"  {remat}: nothing fits ({row['next']} is refused)")
+                refused = row["next"] if str(row["next"]).startswith("no ") else (
+                    f"{row['next']} is refused")
+                lines.append(f"  {remat}: nothing fits ({refused})")
                 continue
             used = (f"{human_bytes(row['bytes_per_device'])} of "
                     f"{human_bytes(row['capacity_bytes'])}")
