@@ -95,6 +95,7 @@ def test_the_smallest_slice_is_the_first_sold_that_fits():
     (dict(target="v5e:1x1", seq=0), "seq=0 is not a positive"),
     (dict(target="v5e:1x1", remat=[]), "remat=[] asks for no remat mode"),
     (dict(target="v5e:1x1", precision=1.5), "precision=1.5 is not a fraction"),
+    (dict(target="v5e:1x1", max_compiles=1), "max_compiles=1 leaves no room"),
 ])
 def test_bad_questions_say_what_to_change(kw, words):
     with pytest.raises(ShardvizError) as info:

@@ -25,12 +25,14 @@ readable rule keys), ``meshes`` (divisors and mesh shapes),
 ``strategies`` (the plans tried, with reasons), ``candidates``
 (:class:`Candidate`, :class:`Suggestions`), ``suggest_plans``
 (:func:`suggest`), ``diff`` (:func:`plan_diff`), ``sweep_meshes``
-(:func:`sweep`) and ``fit_search`` (:func:`fit`).
+(:func:`sweep`), ``fit_search`` (:func:`fit`), ``fit_answer``
+(:class:`FitAnswer`) and ``batch_inputs`` (the inputs of one batch).
 """
 
 from .candidates import TABLE_COLUMNS, TIGHT, Candidate, Suggestions
 from .diff import plan_diff
-from .fit_search import FitAnswer, fit
+from .fit_answer import FitAnswer
+from .fit_search import fit
 from .meshes import _meshes as _meshes  # tests/test_arguments.py
 from .meshes import divisors, factorisations, mesh_count
 from .roles import Role, roles

@@ -14,12 +14,10 @@ in the answer (:attr:`FitAnswer.compiles`).
 from __future__ import annotations
 
 import dataclasses
-import html
 import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import pandas as pd
 
@@ -33,6 +31,7 @@ from ..plan import Plan, as_plan
 from ..report import Report
 from ..target import family_slices, parse_target
 from .batch_inputs import BatchInputs, positive
+from .fit_answer import ANSWER_COLUMNS, COMPILE_COLUMNS, FitAnswer
 from .rules import rules_for
 from .specs import fully_sharded_specs
 from .strategies import _strategies
@@ -47,71 +46,6 @@ FIRST_BATCHES = (8, 64)
 """The first two batches compiled (times the batch axis's size): large enough
 that the padding of a small batch does not bend the line."""
 
-COMPILE_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
-                   "fits", "compiled", "seconds"]
-ANSWER_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
-                  "next", "next_bytes_per_device", "compiles"]
-
-
-@dataclasses.dataclass
-class FitAnswer:
-    """What :func:`fit` found: one row per remat mode in :attr:`answers`,
-    every compile in :attr:`compiles`, and the Report of the best answer.
-
-    For the largest batch, a row's ``batch`` fits ``target`` and ``next``
-    (the next batch the batch axis allows) was refused, with the bytes it
-    needed. For the smallest slice, ``target`` fits ``batch`` and ``next``
-    names the next smaller slice sold, which was refused (by the compiler,
-    or because the variables alone exceed a chip: ``compiled`` False).
-    """
-
-    question: str
-    """``"largest batch"`` or ``"smallest slice"``."""
-    answers: pd.DataFrame
-    compiles: pd.DataFrame
-    report: Report | None
-    """The Report at the best answer (the last remat mode's if none fits)."""
-    tuning: Tuning
-    notes: list[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def compile_count(self) -> int:
-        """How many train steps were compiled."""
-        return int(self.compiles.compiled.sum())
-
-    def __str__(self) -> str:
-        lines = [f"shardviz.fit: the {self.question}, {self.tuning.describe()} "
-                 f"({self.compile_count} compiles)"]
-        rows: list[dict[Any, Any]] = self.answers.to_dict("records")
-        for row in rows:
-            remat = row["remat"] if isinstance(row["remat"], str) else "no remat"
-            if pd.isna(row["batch"]):
-                refused = row["next"] if str(row["next"]).startswith("no ") else (
-                    f"{row['next']} is refused")
-                lines.append(f"  {remat}: nothing fits ({refused})")
-                continue
-            used = (f"{human_bytes(row['bytes_per_device'])} of "
-                    f"{human_bytes(row['capacity_bytes'])}")
-            refused = ""
-            if row["next"] and not pd.isna(row["next_bytes_per_device"]):
-                refused = f"; {row['next']} needs {human_bytes(row['next_bytes_per_device'])}"
-            elif row["next"]:
-                refused = f"; {row['next']}"
-            lines.append(f"  {remat}: batch {int(row['batch'])} on {row['target']} "
-                         f"(mesh {row['mesh']}), {used} per chip{refused}")
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return f"<FitAnswer {self.question}: {len(self.answers)} rows, {self.compile_count} compiles>"
-
-    def _repr_html_(self) -> str:
-        head = html.escape(str(self).splitlines()[0])
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return (f"<div><b>{head}</b>{self.answers.to_html(index=False, na_rep='')}"
-                f"<details><summary>{self.compile_count} compiles</summary>"
-                f"{self.compiles.to_html(index=False)}</details>"
-                + (f"<ul>{notes}</ul>" if notes else "") + "</div>")
 
 
 def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = None, *,
@@ -158,9 +92,18 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
             0 <= precision < 1):
         raise ShardvizError(f"precision={precision!r:.40} is not a fraction of the batch.",
                             hint="Give 0 (the exact batch) or a fraction such as 0.01 (1%).")
+    if isinstance(max_compiles, bool) or not isinstance(max_compiles, int) or max_compiles < 2:
+        raise ShardvizError(f"max_compiles={max_compiles!r:.40} leaves no room for a search.",
+                            hint="Give at least 2 (the default is 12).")
     modes = _modes(remat)
     say = _say(progress)
     family = _family_or_slice(target)
+    if family is not None and batch is None:
+        raise ShardvizError(f"The smallest slice of {target} for which batch?",
+                            hint="Give batch=, e.g. fit(build, target='v5e', batch=32, "
+                            "seq=2048); or a slice such as 'v5e:2x4' for the largest batch.")
+    if family is not None:
+        batch = positive(batch, "batch")
     tunings = [Tuning(dtype=dtype, lora_rank=lora_rank, quantize=quantize, remat=m,  # type: ignore[arg-type]
                       lora_layers=tuple(lora_layers) if lora_layers is not None else None)
                for m in modes]
@@ -179,10 +122,6 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
                     else _plan_for(plan, scan, devices))
             row, report = _largest_batch(ask, this, target, max_compiles, precision)
         else:
-            if batch is None:
-                raise ShardvizError(f"The smallest slice of {target} for which batch?",
-                                    hint="Give batch=, e.g. fit(build, target='v5e', batch=32, "
-                                    "seq=2048); or a slice such as 'v5e:2x4' for the largest batch.")
             row, report = _smallest_slice(ask, plan, family, positive(batch, "batch"),
                                           max_compiles, notes)
         rows.append(row)

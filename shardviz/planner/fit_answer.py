@@ -1,0 +1,81 @@
+"""What :func:`~shardviz.planner.fit` answers: :class:`FitAnswer`, one row
+per remat mode, every compile it made, and the Report of the best answer,
+shown as text and as HTML."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+from typing import Any
+
+import pandas as pd
+
+from ..format import human_bytes
+from ..model.tuning import Tuning
+from ..report import Report
+
+COMPILE_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
+                   "fits", "compiled", "seconds"]
+ANSWER_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
+                  "next", "next_bytes_per_device", "compiles"]
+
+
+@dataclasses.dataclass
+class FitAnswer:
+    """What :func:`fit` found: one row per remat mode in :attr:`answers`,
+    every compile in :attr:`compiles`, and the Report of the best answer.
+
+    For the largest batch, a row's ``batch`` fits ``target`` and ``next``
+    (the next batch the batch axis allows) was refused, with the bytes it
+    needed. For the smallest slice, ``target`` fits ``batch`` and ``next``
+    names the next smaller slice sold, which was refused (by the compiler,
+    or because the variables alone exceed a chip: ``compiled`` False).
+    """
+
+    question: str
+    """``"largest batch"`` or ``"smallest slice"``."""
+    answers: pd.DataFrame
+    compiles: pd.DataFrame
+    report: Report | None
+    """The Report at the best answer (the last remat mode's if none fits)."""
+    tuning: Tuning
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def compile_count(self) -> int:
+        """How many train steps were compiled."""
+        return int(self.compiles.compiled.sum())
+
+    def __str__(self) -> str:
+        lines = [f"shardviz.fit: the {self.question}, {self.tuning.describe()} "
+                 f"({self.compile_count} compiles)"]
+        rows: list[dict[Any, Any]] = self.answers.to_dict("records")
+        for row in rows:
+            remat = row["remat"] if isinstance(row["remat"], str) else "no remat"
+            if pd.isna(row["batch"]):
+                refused = row["next"] if str(row["next"]).startswith("no ") else (
+                    f"{row['next']} is refused")
+                lines.append(f"  {remat}: nothing fits ({refused})")
+                continue
+            used = (f"{human_bytes(row['bytes_per_device'])} of "
+                    f"{human_bytes(row['capacity_bytes'])}")
+            refused = ""
+            if row["next"] and not pd.isna(row["next_bytes_per_device"]):
+                refused = f"; {row['next']} needs {human_bytes(row['next_bytes_per_device'])}"
+            elif row["next"]:
+                refused = f"; {row['next']}"
+            lines.append(f"  {remat}: batch {int(row['batch'])} on {row['target']} "
+                         f"(mesh {row['mesh']}), {used} per chip{refused}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<FitAnswer {self.question}: {len(self.answers)} rows, {self.compile_count} compiles>"
+
+    def _repr_html_(self) -> str:
+        head = html.escape(str(self).splitlines()[0])
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (f"<div><b>{head}</b>{self.answers.to_html(index=False, na_rep='')}"
+                f"<details><summary>{self.compile_count} compiles</summary>"
+                f"{self.compiles.to_html(index=False)}</details>"
+                + (f"<ul>{notes}</ul>" if notes else "") + "</div>")
