@@ -207,13 +207,15 @@ def enable_lora(model: Any, rank: int, names: tuple[str, ...] | None) -> None:
     for layer in layers:
         kernel = getattr(layer, "kernel", None)
         shape = tuple(getattr(kernel, "shape", ()))
-        if len(shape) >= 2 and rank > min(shape[0], _product(shape[1:])):
+        # Keras's factors: A (the kernel's leading dims, rank), B (rank, its last dim).
+        bound = min(_product(shape[:-1]), int(shape[-1])) if len(shape) >= 2 else None
+        if bound is not None and rank > bound:
             raise ShardvizError(
                 f"lora_rank={rank} is larger than layer {layer.path!r}'s kernel {shape} "
                 "allows: a rank above the smaller side of a kernel adds parameters and "
                 "no expressive power.",
-                hint=f"Use a rank of at most {min(shape[0], _product(shape[1:]))} (8 or 16 "
-                "is usual), or leave this layer out with lora_layers.")
+                hint=f"Use a rank of at most {bound} (8 or 16 is usual), or leave this "
+                "layer out with lora_layers.")
     if own is not None:
         if names is None:
             own(rank)
