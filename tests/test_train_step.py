@@ -7,10 +7,10 @@ capture, on the same state."""
 import jax
 import numpy as np
 import pytest
+from keras_programs import fit_and_compile
 
 import shardviz
 from shardviz import examples
-from shardviz._adapters import keras as keras_adapter
 from shardviz.trace import hlo
 from shardviz.trace.train_step import DEFAULT_LOSS
 
@@ -30,16 +30,7 @@ def _keras_own_program(plan, build, x, y):
     """The program model.fit compiles, under the plan's distribution."""
     dist = plan.to_keras()
     with dist.scope():
-        model = build()
-        model.fit(x, y, batch_size=len(x), epochs=1, verbose=0)
-        step = keras_adapter.keras_train_function(model)
-        state = ([v.value for v in model.trainable_variables],
-                 [v.value for v in model.non_trainable_variables],
-                 [v.value for v in model.optimizer.variables],
-                 [v.value for v in model.metrics_variables])
-        data = (jax.device_put(x, dist.get_data_layout(x.shape).backend_layout),
-                jax.device_put(y, dist.get_data_layout(y.shape).backend_layout))
-        return step.lower(state, data).compile()
+        return fit_and_compile(dist, build(), x, y)
 
 
 @pytest.mark.parametrize("plan", [examples.megatron_plan(), shardviz.Plan({"batch": 8}, {})],

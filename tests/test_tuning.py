@@ -8,13 +8,12 @@ step lowered and compiled here on the same state."""
 import contextlib
 import re
 
-import jax
 import numpy as np
 import pytest
+from keras_programs import fit_and_compile
 
 import shardviz
 from shardviz import ShardvizError, examples
-from shardviz._adapters import keras as keras_adapter
 from shardviz.model.tuning import Tuning
 from shardviz.trace import hlo
 
@@ -59,15 +58,7 @@ def _users_program(dtype=None, lora_rank=None, quantize=None, remat=None, optimi
                 if isinstance(layer, keras.layers.Dense):
                     layer.trainable = True
                     layer.enable_lora(lora_rank)
-        model.fit(X, X, batch_size=len(X), epochs=1, verbose=0)
-        step = keras_adapter.keras_train_function(model)
-        state = ([v.value for v in model.trainable_variables],
-                 [v.value for v in model.non_trainable_variables],
-                 [v.value for v in model.optimizer.variables],
-                 [v.value for v in model.metrics_variables])
-        data = (jax.device_put(X, dist.get_data_layout(X.shape).backend_layout),
-                jax.device_put(X, dist.get_data_layout(X.shape).backend_layout))
-        compiled = step.lower(state, data).compile()
+        compiled = fit_and_compile(dist, model, X, X)
     variables = sorted((v.path, str(v.dtype), tuple(v.shape), bool(v.trainable))
                        for v in model.variables)
     slots = sorted((_slot(v.path), str(v.dtype), tuple(v.shape))
