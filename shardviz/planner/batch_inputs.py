@@ -34,7 +34,6 @@ class BatchInputs:
                     "batch (a sequence length).",
                     hint="Give seq=, e.g. seq=2048.")
         self.names = _input_names(scan.model) if inputs is None else None
-        self._batch: dict[int, int] = {}
 
     def at(self, batch: int) -> tuple[object, object]:
         import jax
