@@ -24,6 +24,7 @@ from .format import plural
 from .layout.assign import output_layouts, variable_layouts
 from .layout.geometry import mesh_model
 from .layout.match import compiled
+from .model.inputs import TokenBatch, positive
 from .model.scan import Scan
 from .model.scan import scan as scan_model
 from .model.tuning import Tuning
@@ -47,7 +48,8 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             dcn_axes: tuple[str, ...] | None = None, processes: int | None = None,
             dtype: str | None = None, lora_rank: int | None = None,
             lora_layers: list[str] | None = None, quantize: str | None = None,
-            remat: str | list[str] | None = None) -> Report:
+            remat: str | list[str] | None = None, batch: int | None = None,
+            seq: int | None = None) -> Report:
     """Analyse how ``plan`` lays out a model, and with ``inputs`` run it.
 
     Without inputs, only variables are analysed, and nothing is allocated.
@@ -116,6 +118,10 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             (``"full"``, ``"activations"``, ``"larger_than:N"`` or layer
             names), each applied as Keras applies it
             (:class:`~shardviz.model.tuning.Tuning`).
+        batch, seq: instead of ``inputs``, the global batch and a token
+            model's sequence length: the model's own inputs (a dict for a
+            keras-hub backbone) at ``batch`` rows, with each dim it leaves
+            open after the batch set to ``seq``.
     """
     start = time.perf_counter()
     tuning = Tuning(dtype=dtype, lora_rank=lora_rank,
@@ -136,6 +142,8 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
                 "tuning=...)), or pass the builder to analyze.")
     else:
         scan = scan_model(model_or_builder, inputs=inputs, tuning=tuning)
+    if batch is not None or seq is not None:
+        inputs = _token_inputs(scan, inputs, batch, seq)
 
     hardware = parse_target(target, slices)
     if dcn_axes is None:
@@ -249,3 +257,15 @@ def _drop_rules_that_place_slots(problems: list[Problem], traced: Trace) -> list
         return pattern is not None and any(pattern.fullmatch(s) for s in slots)
 
     return [p for p in problems if not places_a_slot(p)]
+
+
+def _token_inputs(scan: Scan, inputs: object, batch: int | None, seq: int | None) -> object:
+    """The model's own inputs at a global ``batch`` and sequence length ``seq``."""
+    if inputs is not None:
+        raise ShardvizError("Both inputs= and batch=/seq= were given.",
+                            hint="Give inputs= (the shapes of one batch), or batch= and seq= "
+                            "for a token model, not both.")
+    if batch is None:
+        raise ShardvizError(f"seq={seq!r:.40} was given without the global batch.",
+                            hint="Give batch= too, e.g. batch=8, seq=2048.")
+    return TokenBatch(scan.model, seq).at(positive(batch, "batch"))

@@ -131,10 +131,13 @@ class ShardvizError(Exception):
 class OutOfMemory(ShardvizError):
     """The compiler refused a program that needs more memory per chip than
     the chip has. ``needed`` and ``available`` are bytes, when the compiler
-    said them."""
+    said them. ``flops`` is per device: XLA's count for the whole program
+    before partitioning, divided by the devices (a refused compile gives no
+    costs of its own)."""
 
     def __init__(self, message: str, *, needed: int | None, available: int | None,
-                 detail: str = "", hint: str = ""):
+                 detail: str = "", hint: str = "", flops: float | None = None):
         super().__init__(message, hint=hint)
         self.needed, self.available, self.detail = needed, available, detail
         """``detail`` is the compiler's own message."""
+        self.flops = flops

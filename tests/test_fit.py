@@ -162,3 +162,54 @@ def test_after_two_refusals_the_search_jumps_along_bytes_over_chips():
     assert _next_slice(slices, seen, 1, 4 * gib) == 4  # 2 + 64/32 = 4 GiB: 32 chips
     assert _next_slice(slices, seen, 1, 1 * gib) == 5  # none fits: the largest, to confirm
     assert _next_slice(slices, {0: refused(66 * gib)}, 0, 16 * gib) == 1  # one point: step
+
+
+def small_llama():
+    """A keras-hub backbone: it takes a dict of token ids and a padding mask."""
+    import keras_hub
+
+    return keras_hub.models.LlamaBackbone(vocabulary_size=256, num_layers=2, num_query_heads=4,
+                                          hidden_dim=64, intermediate_dim=128,
+                                          num_key_value_heads=2, name="small_llama")
+
+
+def test_analyze_takes_the_global_batch_and_sequence_length_of_a_token_model():
+    pytest.importorskip("keras_hub")
+    report = shardviz.analyze(small_llama, Plan({"batch": 8}), batch=16, seq=32,
+                              train_step=True, labels=(16, 32, 64))
+    assert report.trace_error is None
+    # The model's own inputs: its dict, at the batch and the sequence length asked for.
+    assert {k: (tuple(v.shape), str(v.dtype)) for k, v in report.arguments["inputs"].items()} \
+        == {"token_ids": ((16, 32), "int32"), "padding_mask": ((16, 32), "int32")}
+    assert report.activations["shape"].iloc[-1] == (16, 32, 64)
+    with pytest.raises(ShardvizError, match="without the global batch"):
+        shardviz.analyze(small_llama, Plan({"batch": 8}), seq=32)
+    with pytest.raises(ShardvizError, match="leaves a dim of its inputs open"):
+        shardviz.analyze(small_llama, Plan({"batch": 8}), batch=8)
+    with pytest.raises(ShardvizError, match="not both"):
+        shardviz.analyze(small_llama, Plan({"batch": 8}), (8, 32), batch=8, seq=32)
+
+
+def test_the_report_command_takes_batch_seq_and_the_fine_tune(tmp_path):
+    import subprocess
+    import sys
+
+    pytest.importorskip("keras_hub")
+    (tmp_path / "hub_models.py").write_text(
+        "import keras_hub\n\n"
+        "def small():\n"
+        "    return keras_hub.models.LlamaBackbone(vocabulary_size=256, num_layers=2,\n"
+        "        num_query_heads=4, hidden_dim=64, intermediate_dim=128, num_key_value_heads=2)\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "shardviz", "report", "hub_models:small", "--mesh", "batch=8",
+         "--devices", "8", "--batch", "16", "--seq", "32", "--lora", "4", "--dtype",
+         "bfloat16", "--json", str(tmp_path / "r.json")],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode in (0, 1), out.stderr
+    import json
+
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert summary["summary"]["tuning"] == "dtype bfloat16, LoRA rank 4"
+    assert summary["trace_error"] is None
+    # The model's own inputs were found, so the forward pass that finds output paths ran.
+    assert "output paths failed" not in out.stdout

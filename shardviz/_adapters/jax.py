@@ -257,3 +257,27 @@ def module_text(compiled) -> str:
     except Exception:  # noqa: BLE001 - any failure means: no frames, plain text
         pass
     return compiled.as_text()
+
+
+def unpartitioned_cost(lowered) -> dict[str, float]:
+    """XLA's cost analysis (``flops``, ``bytes accessed``) of a lowered
+    program before it is partitioned: the whole program's figures, for all
+    devices together. Empty when this JAX cannot give them.
+
+    Reason: ``Lowered.cost_analysis()`` answers ``None`` when the program is
+    lowered for devices this machine does not have (a TPU topology), and a
+    compile that the TPU compiler refuses for lack of memory gives no costs.
+    XLA's own HLO cost analysis, run on the host backend, is private
+    (``xla_client._xla.hlo_module_cost_analysis``). Waits for a public cost
+    analysis of a ``Lowered`` for any platform.
+    """
+    try:
+        import jax
+        from jax._src.lib import xla_client
+
+        analyse = xla_client._xla.hlo_module_cost_analysis
+        module = lowered.compiler_ir("hlo").get_hlo_module()
+        cost = analyse(jax.devices("cpu")[0].client, module)
+    except Exception:  # pragma: no cover - layout of jax internals moved
+        return {}
+    return {k: float(cost[k]) for k in ("flops", "bytes accessed") if k in cost}

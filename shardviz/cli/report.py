@@ -17,11 +17,13 @@ from .options import (
     add_outputs,
     add_plan,
     add_target,
+    add_tuning,
     build_plan,
     check_outputs,
     inputs_of,
     parse_bytes,
     parse_fail_on,
+    tuning_of,
 )
 from .running import UsageError, running, use_devices, write_file
 
@@ -42,6 +44,11 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
     add_plan(parser)
     run_options = add_inputs(parser, "e.g. 8x128:int32; repeat for several inputs",
                              train_step=True, labels=True)
+    run_options.add_argument("--batch", type=int, metavar="N",
+                             help="with --seq, instead of --inputs: the global batch of a token "
+                             "model's own inputs")
+    run_options.add_argument("--seq", type=int, metavar="N",
+                             help="the sequence length of a token model (with --batch)")
     run_options.add_argument("--run", action="store_true",
                              help="also execute the pass (by default it is lowered and compiled "
                              "only, allocating nothing)")
@@ -50,6 +57,7 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
                              "rules behind it, and a fix found by recompiling the changes it "
                              "suggests")
     add_target(parser, "simulate N CPU devices", slices=True)
+    add_tuning(parser)
     add_guards(parser)
     add_outputs(parser, "html", "json", quiet="the summary line", verbose=True)
 
@@ -71,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         report = analyze(builder, plan, inputs, mode="concrete" if args.run else "abstract",
                          train_step=args.train_step, labels=labels, progress=progress,
                          target=args.target, slices=args.slices,
-                         dcn_axes=(args.dcn_axis,) if args.dcn_axis else None)
+                         dcn_axes=(args.dcn_axis,) if args.dcn_axis else None,
+                         batch=args.batch, seq=args.seq, **tuning_of(args))
     print_report(report, args)
     if args.explain:
         print_explanations(report, args)

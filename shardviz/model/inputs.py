@@ -102,10 +102,21 @@ def model_input_specs(model):
     return None
 
 
-def placeholder_inputs(model_specs, batch: int = 1, other: int = 8):
+def input_names(model) -> list[str] | None:
+    """The names of a model's inputs when it takes a dict (keras-hub
+    backbones do), else None."""
+    try:
+        given = model.input
+    except Exception:  # a model never called has no inputs yet
+        return None
+    return list(given) if isinstance(given, dict) else None
+
+
+def placeholder_inputs(model_specs, batch: int = 1, other: int = 8, names=None):
     """Abstract inputs for a model's own input specs, with unknown dims filled
-    (``batch`` for the first, ``other`` elsewhere). Used to find which output
-    paths a forward pass looks up; shapes do not change the paths."""
+    (``batch`` for the first, ``other`` elsewhere), as a dict of ``names``
+    when the model takes one. Used to find which output paths a forward pass
+    looks up; shapes do not change the paths."""
     import jax
 
     specs = []
@@ -114,6 +125,8 @@ def placeholder_inputs(model_specs, batch: int = 1, other: int = 8):
             (batch if i == 0 else other) if d is None else d for i, d in enumerate(shape)
         )
         specs.append(jax.ShapeDtypeStruct(filled, dtype or "float32"))
+    if names and len(names) == len(specs):
+        return dict(zip(names, specs))
     return specs[0] if len(specs) == 1 else specs
 
 
@@ -220,3 +233,45 @@ def check_against_model(specs, model_specs, model_name: str):
                     f"the model expects {want} (shape {expected}).",
                     hint=f"Give input {i} a shape like {expected}.",
                 )
+
+
+def positive(value: object, name: str) -> int:
+    """``value`` when it is a whole number of at least 1, else a clear error."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ShardvizError(f"{name}={value!r:.60} is not a positive whole number.",
+                            hint=f"Give {name} as a count of at least 1.")
+    return value
+
+
+class TokenBatch:
+    """The inputs of one global batch of the model's own input shapes, with
+    each dim it leaves open after the batch set to ``seq`` (a token model's
+    sequence length): a dict for a model that takes one (keras-hub
+    backbones), else one spec or a list."""
+
+    def __init__(self, model, seq: int | None) -> None:
+        if seq is not None:
+            seq = positive(seq, "seq")
+        specs = model_input_specs(model)
+        if specs is None:
+            raise ShardvizError(
+                f"The model {model.name!r} does not say what it takes.",
+                hint="Give seq= for a token model, or inputs= (the shapes of one batch).")
+        if seq is None and any(d is None for shape, _ in specs for d in shape[1:]):
+            raise ShardvizError(
+                f"The model {model.name!r} leaves a dim of its inputs open after the "
+                "batch (a sequence length).",
+                hint="Give seq=, e.g. seq=2048.")
+        self.seq, self.specs = seq, specs
+        self.names = input_names(model)
+
+    def at(self, batch: int):
+        """``jax.ShapeDtypeStruct``s of one global batch of ``batch``."""
+        import jax
+
+        specs = [jax.ShapeDtypeStruct(
+            (batch,) + tuple(self.seq if d is None else d for d in shape[1:]),
+            dtype or "float32") for shape, dtype in self.specs]
+        if self.names:
+            return dict(zip(self.names, specs))
+        return specs[0] if len(specs) == 1 else specs

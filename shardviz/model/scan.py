@@ -45,6 +45,7 @@ from ..layout.match import PathIndex, RuleMatcher
 from .inputs import (
     call_args,
     check_against_model,
+    input_names,
     model_input_specs,
     normalize_inputs,
     placeholder_inputs,
@@ -424,7 +425,7 @@ def scan(model_or_builder: Any, inputs: object = None, tuning: Tuning | None = N
                          "were found with the model's own input shapes.")
             specs = None
     if specs is None and model_specs is not None:
-        specs = placeholder_inputs(model_specs)
+        specs = placeholder_inputs(model_specs, names=input_names(model))
 
     outputs: tuple[OutputInfo, ...]
     outputs, source = (), "none"

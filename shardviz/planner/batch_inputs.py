@@ -4,10 +4,8 @@ one batch the user gave, with the batch replaced."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import ShardvizError
-from ..model.inputs import model_input_specs
+from ..model.inputs import TokenBatch, positive
 from ..model.scan import Scan
 from ..report import Report
 
@@ -19,33 +17,10 @@ class BatchInputs:
         if seq is not None:
             seq = positive(seq, "seq")
         self.seq, self.given, self.labels = seq, inputs, labels
-        model: Any = scan.model
-        self.specs: list = []
-        if inputs is None:
-            specs = model_input_specs(model)
-            if specs is None:
-                raise ShardvizError(
-                    f"The model {model.name!r} does not say what it takes.",
-                    hint="Give seq= for a token model, or inputs= (the shapes of one batch).")
-            self.specs = specs
-            if seq is None and any(d is None for shape, _ in specs for d in shape[1:]):
-                raise ShardvizError(
-                    f"The model {model.name!r} leaves a dim of its inputs open after the "
-                    "batch (a sequence length).",
-                    hint="Give seq=, e.g. seq=2048.")
-        self.names = _input_names(scan.model) if inputs is None else None
+        self.tokens = TokenBatch(scan.model, seq) if inputs is None else None
 
     def at(self, batch: int) -> tuple[object, object]:
-        import jax
-
-        if self.given is not None:
-            inputs = _rebatch(self.given, batch)
-        else:
-            specs = [jax.ShapeDtypeStruct(
-                (batch,) + tuple(self.seq if d is None else d for d in shape[1:]),
-                dtype or "float32") for shape, dtype in self.specs]
-            inputs = dict(zip(self.names, specs)) if self.names else (
-                specs[0] if len(specs) == 1 else specs)
+        inputs = _rebatch(self.given, batch) if self.tokens is None else self.tokens.at(batch)
         labels = _rebatch(self.labels, batch) if self.labels is not None else None
         return inputs, labels
 
@@ -78,19 +53,3 @@ def _rebatch(tree: object, batch: int) -> object:
         return jax.ShapeDtypeStruct((batch,) + tuple(tree.shape[1:]), tree.dtype)
     raise ShardvizError(f"inputs= holds {type(tree).__name__}, not shapes or arrays.",
                         hint="Give the shapes of one batch, e.g. inputs=(8, 128).")
-
-
-def _input_names(model: Any) -> list[str] | None:
-    """The names of a model's inputs when it takes a dict (keras-hub
-    backbones do), else None."""
-    given = getattr(model, "input", None)
-    if isinstance(given, dict):
-        return list(given)
-    return None
-
-
-def positive(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ShardvizError(f"{name}={value!r:.60} is not a positive whole number.",
-                            hint=f"Give {name} as a count of at least 1.")
-    return value

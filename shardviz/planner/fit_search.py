@@ -348,6 +348,12 @@ class _Asker:
 
 
 # ------------------------------------------------------------------ arguments
+def default_plan(scan: Scan, devices: int, batch: int | None = None) -> Plan:
+    """The plan :func:`fit` uses when given none, for ``devices`` devices and
+    a global ``batch``."""
+    return _plan_for(None, scan, devices, batch)
+
+
 def _plan_for(plan: object, scan: Scan, devices: int, batch: int | None = None) -> Plan:
     """The plan for ``devices``: ``plan(devices)``, ``plan`` with its batch
     axis grown to fill them, or by default every variable split over one batch

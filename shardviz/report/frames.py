@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..checks import needed_bytes, rule_feedback
 from ..errors import OutOfMemory
+from ..target.calibration import expected_step
 from . import schema
 
 if TYPE_CHECKING:
@@ -306,28 +307,47 @@ def optimizer_variables(self: Report) -> pd.DataFrame:
 @schema.documented("estimate")
 def estimate(self: Report) -> pd.DataFrame:
     """Every figure is an estimate unless ``source`` says the compiler
-    gave it. Empty without a forward pass or on the simulated CPU."""
+    gave it. Empty without a forward pass or on the simulated CPU. When the
+    compiler refused the program for lack of memory, the compute row is the
+    program's flops before partitioning, and the expected row says how long
+    a step would take if it fitted."""
     columns = schema.frame("estimate").names()
     hardware = self.target.hardware
-    if self.trace is None or not self.target.timed:
+    oom = self.trace_error if isinstance(self.trace_error, OutOfMemory) else None
+    refused_flops = oom.flops if oom is not None and self.trace is None else None
+    if not self.target.timed or (self.trace is None and refused_flops is None):
         return frame({c: [] for c in columns}, "estimate")
-    mem = self.trace.memory
-    flops, accessed = mem.get("flops"), mem.get("bytes_accessed")
-    rows = []
+    rows: list[list] = []
+    mem = self.trace.memory if self.trace is not None else {}
+    flops = mem.get("flops") if self.trace is not None else refused_flops
     if flops is not None and hardware.peak_flops:
+        how = ("flops" if self.trace is not None else
+               f"flops (XLA's count for the program before partitioning, over "
+               f"{self.mesh.size} devices: the compiler refused it)")
         rows.append(["compute", flops / hardware.peak_flops, False,
-                     f"{flops:.3g} flops / {hardware.peak_flops:.3g} peak bf16 FLOP/s"])
+                     f"{flops:.3g} {how} / {hardware.peak_flops:.3g} peak bf16 FLOP/s"])
+    accessed = mem.get("bytes_accessed")
     if accessed is not None and hardware.hbm_bandwidth:
         rows.append(["memory", accessed / hardware.hbm_bandwidth, False,
                      f"{accessed:.3g} bytes accessed / {hardware.hbm_bandwidth:.3g} B/s HBM"])
-    timed = [c.seconds for c in self.trace.collectives if c.seconds is not None]
-    rows.append(["collectives", float(sum(timed)), False,
-                 f"sum over {len(timed)} collectives of bytes / link bandwidth "
-                 "(published figures), with a latency floor"])
-    if rows:
-        top = max(range(len(rows)), key=lambda i: rows[i][1])
-        rows[top][2] = True
+    if self.trace is not None:
+        timed = [c.seconds for c in self.trace.collectives if c.seconds is not None]
+        rows.append(["collectives", float(sum(timed)), False,
+                     f"sum over {len(timed)} collectives of bytes / link bandwidth "
+                     "(published figures), with a latency floor"])
+    if not rows:
+        return frame({c: [] for c in columns}, "estimate")
+    top = max(range(len(rows)), key=lambda i: rows[i][1])
+    rows[top][2] = True
     if mem.get("optimal_seconds") is not None:
         rows.append(["compiler", mem["optimal_seconds"], False,
                      f"the {hardware.name} compiler's optimal_seconds"])
+    program = "train step" if self.arguments.get("train_step") else "forward pass"
+    expected = expected_step(hardware.name, program, rows[top][1])
+    if expected is not None:
+        mfu = f", MFU {flops / (expected.seconds * hardware.peak_flops):.0%}" if (
+            flops is not None and hardware.peak_flops) else ""
+        fitted = "" if oom is None else "; if it fitted"
+        rows.append(["expected", expected.seconds, False,
+                     f"calibrated{fitted}{mfu}: {expected.describe()}"])
     return frame({c: [r[i] for r in rows] for i, c in enumerate(columns)}, "estimate")

@@ -21,7 +21,7 @@ from ..layout.geometry import MeshModel
 from ..model.scan import Scan
 from ..model.tuning import Tuning
 from ..plan import Plan
-from ..target import Target, estimate_checks, parse_target
+from ..target import Target, checked_against, parse_target
 from . import display, explaining, frames, lookups
 from .mesh_view import MeshView
 from .totals import Totals
@@ -216,16 +216,16 @@ class Report:
     def estimate_checked(self) -> str:
         """How far the step-time estimate may be from a real step, and why:
         what real chips of the target's kind measured against it, or that
-        none did (:data:`shardviz.target.CHIP_CHECKS`)."""
+        none did (:data:`shardviz.target.MEASURED_STEPS`)."""
 
-        train = bool(self.trace and self.trace.train_step)
-        checks = estimate_checks(self.target.hardware, train)
+        program = "train step" if self.arguments.get("train_step") else "forward pass"
+        checks = checked_against(self.target.hardware.name, program)
         unknown = ("It does not model kernel efficiency, Keras's per-step host work, nor "
                    "communication overlapping compute.")
         if not checks:
             return ("Not checked against a real chip of this kind: a roofline from published "
                     f"peak figures. {unknown}")
-        measured = "; ".join(c.describe() for c in checks)
+        measured = "; ".join(checks)
         return f"Measured {measured}. {unknown}"
 
     @property

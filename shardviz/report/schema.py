@@ -343,7 +343,9 @@ FRAMES: tuple[Frame, ...] = (
         ("part", OBJ, "``\"compute\"`` (flops / peak flops), ``\"memory\"`` (bytes accessed / HBM "
                     "bandwidth), ``\"collectives\"`` (the sum of ``collectives.seconds``) or "
                     "``\"compiler\"`` (the TPU compiler's own ``optimal_seconds``, when it "
-                    "gives one)."),
+                    "gives one) or ``\"expected\"`` (the bound times the median ratio of "
+                    "measured steps of the same kind on the same chip to their bound: "
+                    ":mod:`shardviz.target.calibration`; absent where none were measured)."),
         ("seconds", F64, "the time that part bounds the step by.", NULL),
         ("bound", BOOL, "True for the largest of compute, memory and collectives: what limits "
                      "the step.", NULL),

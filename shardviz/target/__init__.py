@@ -29,14 +29,12 @@ import re
 
 from ..errors import ShardvizError
 from .base import Target
+from .calibration import MEASURED_STEPS, Expected, MeasuredStep, checked_against, expected_step
 from .chips import (
     ASSUMED_HOP_LATENCY,
-    CHIP_CHECKS,
     HARDWARE,
-    ChipCheck,
     Hardware,
     collective_seconds,
-    estimate_checks,
 )
 from .cpu import SimulatedCpu
 from .gpu import GpuNodes
@@ -44,9 +42,10 @@ from .slices import PRODUCT_NAMES, sold, sold_topologies
 from .table import targets
 from .tpu import TpuSlices
 
-__all__ = ["ASSUMED_HOP_LATENCY", "CHIP_CHECKS", "HARDWARE", "PRODUCT_NAMES", "ChipCheck",
-           "GpuNodes", "Hardware", "SimulatedCpu", "Target", "TpuSlices", "collective_seconds",
-           "estimate_checks", "family_slices", "parse_target", "sold", "sold_topologies", "targets"]
+__all__ = ["ASSUMED_HOP_LATENCY", "HARDWARE", "MEASURED_STEPS", "PRODUCT_NAMES", "Expected",
+           "GpuNodes", "Hardware", "MeasuredStep", "SimulatedCpu", "Target", "TpuSlices",
+           "checked_against", "collective_seconds", "expected_step", "family_slices",
+           "parse_target", "sold", "sold_topologies", "targets"]
 
 
 def family_slices(name: str) -> list[str] | None:

@@ -124,55 +124,6 @@ HARDWARE: dict[str, Hardware] = {h.name: h for h in (
 )}
 
 
-@dataclasses.dataclass(frozen=True)
-class ChipCheck:
-    """How steps measured on a real chip compared with shardviz's step-time
-    estimate (the bound row of ``Report.estimate``) for the same program."""
-
-    hardware: str
-    date: str
-    program: str
-    """``"train step"`` (what ``model.fit`` runs) or ``"forward pass"``
-    (what ``model.predict`` runs)."""
-    model: str
-    low: float
-    high: float
-    """Measured seconds over estimated seconds, least and most."""
-    records: str = "tests/data/chip/v5e-1x1.jsonl (bench/chip/record.py)"
-
-    def describe(self) -> str:
-        """One clause for reports.
-
-        >>> CHIP_CHECKS[0].describe()[:46]
-        'on a v5e chip (2026-12-05), train steps of a 3'
-        """
-        return (f"on a {self.hardware} chip ({self.date}), {self.program}s of {self.model} took "
-                f"{self.low:.2f}-{self.high:.2f}x this estimate")
-
-
-CHIP_CHECKS: tuple[ChipCheck, ...] = (
-    ChipCheck("v5e", "2026-12-05", "train step",
-              "a 335M-parameter decoder (full and LoRA fine-tunes, batch 4 to 9, steps of "
-              "0.1-0.25 s)", 0.93, 1.14),
-    ChipCheck("v5e", "2026-12-05", "train step",
-              "a 10M-parameter classifier (2.6 ms steps, where Keras's per-step host work "
-              "weighs)", 1.25, 1.35),
-    ChipCheck("v5e", "2026-12-05", "forward pass",
-              "a 109M-parameter encoder under model.predict (batch 64 and 256)", 4.3, 4.6),
-)
-"""Every comparison of the estimate with a real chip, from the records a
-chip made. Not modelled by the estimate: how efficiently each kernel runs
-(the MXU is busy only for large, aligned matrix products), Keras's
-per-step host work (``predict`` copies each batch's outputs to the host),
-and how much communication overlaps computation."""
-
-
-def estimate_checks(hardware: Hardware, train_step: bool) -> tuple[ChipCheck, ...]:
-    """The chip checks of the estimate for this hardware and kind of pass."""
-    program = "train step" if train_step else "forward pass"
-    return tuple(c for c in CHIP_CHECKS if c.hardware == hardware.name and c.program == program)
-
-
 def collective_seconds(kind: str, bytes_per_device: int, group_size: int,
                        bandwidth: float | None) -> float | None:
     """An estimate of a collective's time, from the published cost rules:

@@ -8,6 +8,7 @@ import dataclasses
 import re
 import time
 
+from .._adapters import jax as jax_adapter
 from .._adapters import keras as keras_adapter
 from .._adapters.jax import capturing_shardings, module_text, tracing_for
 from ..errors import OutOfMemory, Problem, ShardvizError
@@ -175,6 +176,7 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     key = what.replace(" ", "_")
     t = time.perf_counter()
+    lowered = None
     try:
         progress("tracing")
         with contextlib.ExitStack() as stack:
@@ -200,7 +202,11 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
         raise
     except Exception as e:
         if "RESOURCE_EXHAUSTED" in str(e) and "memory" in str(e):
-            raise out_of_memory(e, what, name) from None
+            oom = out_of_memory(e, what, name)
+            if devices and lowered is not None:
+                flops = jax_adapter.unpartitioned_cost(lowered).get("flops")
+                oom.flops = flops / len(devices) if flops is not None else None
+            raise oom from None
         raised = keras_adapter.raising_layer(e)
         if raised is not None and raised is not recorder.model:
             layer = raised.name
