@@ -1,4 +1,4 @@
-"""shardviz.fit on an 8B Llama-shaped model: the smallest v5e slice for a
+"""shardviz.fit on Llama 3.1 8B (keras-hub, published configuration): the smallest v5e slice for a
 LoRA fine-tune in bfloat16, and the largest batch on that slice, each from
 the TPU compiler (libtpu), on a machine with no TPU.
 
@@ -15,20 +15,18 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 SEQ = 2048
 
 
 def llama_8b_compiled():
-    """The 8B shapes, compiled as a causal LM is: sparse cross-entropy on token ids."""
-    import keras
+    """Llama 3.1 8B built with keras-hub at its published configuration, with
+    its output projection, compiled as a causal LM trains (AdamW, cross-entropy
+    on token ids; bench/calibrate_step_time.py)."""
+    from calibrate_step_time import llama31_8b
 
-    from shardviz import examples
-
-    model = examples.llama_8b()
-    model.compile(optimizer="adamw",
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
+    return llama31_8b()
 
 
 def main() -> None:

@@ -5,11 +5,12 @@ settings (LoRA, dtype policy, quantization, remat, optimizer)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..model.builders import load_builder
 from .options import add_builder, add_plan, add_tuning, build_plan, inputs_of, tuning_of
-from .running import UsageError, running
+from .running import UsageError, running, write_file
 
 EXIT_CODES = """exit codes:
   0  a batch (or a slice) fits
@@ -46,6 +47,9 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
     add_tuning(parser, several_remat=True)
     add_plan(parser, batch_help="default: the first mesh axis; without a plan every variable "
              "is split over one batch axis of all devices")
+    parser.add_argument("--html", metavar="PATH",
+                        help="also write the answer, with the report of the train step at it, "
+                        "as one HTML file")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the answer")
 
 
@@ -63,4 +67,11 @@ def run(args: argparse.Namespace) -> int:
                      max_compiles=args.max_compiles, precision=args.precision,
                      progress=progress, **tuning_of(args))
     print(answer)
+    if args.html:
+        from ..render.fit_html import fit_html_file
+
+        page = fit_html_file(answer, f"shardviz fit: {args.builder}").encode("utf-8")
+        write_file(args.html, "--html", lambda f: f.write(page))
+        if not args.quiet:
+            print(f"shardviz: wrote {args.html}", file=sys.stderr)
     return 0 if answer.answers.batch.notna().any() else 1

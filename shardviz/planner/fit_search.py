@@ -139,7 +139,7 @@ def _largest_batch(ask: _Asker, plan: Plan, target: str, max_compiles: int,
     """The largest multiple of the batch axis's size that fits, and the next
     one refused: two compiles for a line (a refused compile still gives the
     bytes it needed), then guesses on the line through the closest fitting
-    and refused batches, halving the gap whenever a guess does not."""
+    and refused batches, halving the gap when the line does not close it."""
     unit = plan.mesh_dict.get(plan.batch_axis, 1)
     seen: dict[int, Report] = {}
 
@@ -179,9 +179,12 @@ def _largest_batch(ask: _Asker, plan: Plan, target: str, max_compiles: int,
                     return ask.row(plan, target, seen[lo], None, None, len(seen)), seen[lo]
                 guess = MAX_BATCH
             if hi is not None:
-                # The line through a staircase can land on one side again and again:
-                # after three guesses on the same side, halve the gap instead.
-                if guess in seen or (len(sides) >= 3 and len(set(sides[-3:])) == 1):
+                # The line through a staircase can land on one side again and again, and
+                # at the edge the compiler's own check passes programs a little over the
+                # capacity it states: after two guesses on the same side, or once a
+                # program over that capacity compiled, halve the gap instead.
+                over = seen[lo].totals.bytes_per_device >= ask.capacity(seen[lo])
+                if guess in seen or over or (len(sides) >= 2 and len(set(sides[-2:])) == 1):
                     guess = lo + max(1, (hi - lo) // unit // 2) * unit
                 guess = min(max(guess, lo + unit), hi - unit)
             sides.append(bool(at(guess).totals.fits))

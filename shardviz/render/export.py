@@ -127,9 +127,9 @@ def _explanations_html(report) -> str:
             + "".join(f"<h3>Collective {i}</h3>{why._repr_html_()}" for i, why in explained))
 
 
-def report_html_file(report, title: str = "shardviz report") -> str:
-    """One HTML file, readable offline: summary, tables, problems and every
-    picture as an embedded PNG."""
+def report_html_file(report, title: str = "shardviz report", preface: str = "") -> str:
+    """One HTML file, readable offline: ``preface`` (HTML), then summary,
+    tables, problems and every picture as an embedded PNG."""
     from .mpl import DPI
 
     figures = []
@@ -151,6 +151,7 @@ def report_html_file(report, title: str = "shardviz report") -> str:
         " figcaption{font-weight:600;margin-bottom:4px} img{max-width:100%;height:auto}</style></head><body>"
         f"<h1>{html.escape(title)}</h1>"
         f"<p style='color:#555'>shardviz {__version__}, {when}.</p>"
+        + preface
         + plan_html(report.plan)
         + report_html(report, all_rows=True)
         + _explanations_html(report)

@@ -285,8 +285,9 @@ def memory(self: Report) -> pd.DataFrame:
             cols[c].append(mem.get(c, 0) if mem else None)
         cols["total_bytes"].append(needed if mem or refused else None)
         cols["capacity_bytes"].append(capacity)
-        cols["fits"].append(False if refused else
-                            None if capacity is None else needed <= capacity)
+        cols["fits"].append(False if refused else None if capacity is None else
+                            True if mem and self.target.compiler_decides_fit else
+                            needed <= capacity)
         cols["estimate"].append(estimate)
     # A refused program without the compiler's figure: the variables alone, a lower bound.
     dtypes = {"total_bytes": object} if oom is not None and not oom.needed else {}

@@ -322,8 +322,10 @@ FRAMES: tuple[Frame, ...] = (
                                 "compiler's own figure, a little below the chip's HBM; on GPU "
                                 "the published HBM); None on the simulated CPU.", NULL),
         ("fits", BOOL, "whether the device needs no more than that (``total_bytes``, or the "
-                    "variables alone without a forward pass); False when the compiler refused "
-                    "the program; None on the simulated CPU.", NULL),
+                    "variables alone without a forward pass); on a TPU target, whether the TPU "
+                    "compiler compiled the program (its own memory check decides, and may "
+                    "pass a program a few KiB over ``capacity_bytes``); False when the "
+                    "compiler refused it; None on the simulated CPU.", NULL),
         ("estimate", BOOL, "True when the figures come from a compiler for other devices than the "
                         "target's (a GPU target, compiled for the simulated CPUs)."),
     ),

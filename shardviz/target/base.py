@@ -47,6 +47,11 @@ class Target:
     """Whether its programs can run in this process (``mode="concrete"``)."""
     compiler: ClassVar[str] = "XLA"
     """Whose memory analysis and collectives its reports show."""
+    compiler_decides_fit: ClassVar[bool] = False
+    """Whether its own compiler refuses a program that does not fit its
+    chips, so that a program it compiled fits (the TPU compiler's memory
+    check is its own, and a few KiB from the sum of ``memory_analysis()``'s
+    parts at the edge). Otherwise a program fits when those parts fit."""
 
     @property
     def chips(self) -> int:

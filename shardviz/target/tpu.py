@@ -29,6 +29,7 @@ class TpuSlices(Target):
 
     can_execute: ClassVar[bool] = False
     compiler: ClassVar[str] = "the TPU compiler"
+    compiler_decides_fit: ClassVar[bool] = True
 
     @property
     def name(self) -> str:

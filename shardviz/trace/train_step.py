@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 
 from .._adapters import keras as keras_adapter
@@ -183,7 +184,8 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
         try:
             keras_adapter.build_compiled_metrics(model, x, y, deferred)
         except Exception as e:
-            raise _data_error(e, name, y, setup) from None
+            raise (_layer_error(e, name, scan.tuning.remat)
+                   or _data_error(e, name, y, setup)) from None
         opt_shardings, records, problems = _state_layouts(
             optimizer.variables, references, plan, mesh, sharding_of, "Optimizer slot")
         metrics = list(model.metrics_variables)
@@ -212,7 +214,8 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
                                     devices=mesh.device_list)
         except ShardvizError as e:
             if e.__cause__ is not None and recorder.last_layer is None:
-                raise _data_error(e.__cause__, name, y, setup) from None
+                raise (_layer_error(e.__cause__, name, scan.tuning.remat)
+                       or _data_error(e.__cause__, name, y, setup)) from None
             raise
         if fused:
             result.activations = recorder.activations()
@@ -249,6 +252,42 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
         t = time.perf_counter()
         jax.block_until_ready(compiled(copies, data))
         seconds["train_step_run"] = time.perf_counter() - t
+
+
+def _layer_error(error, name, remat) -> ShardvizError | None:
+    """A layer that raised inside the train step (Keras names it in its
+    message), said plainly; with remat, that Keras's remat wraps its call."""
+    calls = list(re.finditer(r"when calling (\w+)\.call\(\)", str(error)))
+    if not calls:
+        return None
+    found = calls[-1]  # the innermost layer Keras names
+    layer = _innermost_layer(error) or found.group(1)
+    if remat:
+        hint = (f"Keras's RematScope wraps each {layer}'s call in jax.checkpoint, and the layer "
+                "fails there (its arguments become traced values). Analyse without remat=, "
+                "or name other layers: remat=[layer names].")
+    else:
+        hint = f"Check that a {layer} layer runs under model.fit with these inputs."
+    after = str(error)[found.end():].splitlines()
+    inner = next((line for line in after if line.strip(" .'")), "")
+    said = _short_message(RuntimeError(inner)) if inner else _short_message(error)
+    return ShardvizError(
+        f"The train step of model {name!r} failed in a {layer} layer"
+        f"{' under remat=' + repr(remat) if remat else ''}: {said}", hint=hint, layer=layer)
+
+
+def _innermost_layer(error) -> str | None:
+    """The class of the innermost layer (not a model) running when ``error``
+    or an error it was raised from was raised, from their tracebacks."""
+    model_class = keras_adapter.keras().Model
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        layer = keras_adapter.raising_layer(error)
+        if layer is not None and not isinstance(layer, model_class):
+            return type(layer).__name__
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _data_error(error, name, labels, setup) -> ShardvizError:

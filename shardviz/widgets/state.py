@@ -53,6 +53,9 @@ class ExplorerState:
                  train_step: bool = False, labels: Any = None,
                  target: str | Target | None = None, slices: int = 1,
                  auto_run: bool = True, cheap_seconds: float = 1.0) -> None:
+        self.source = model_or_builder
+        """The model, builder or scan as given: what a question that builds the
+        model anew (``shardviz.fit`` with fine-tune settings) starts from."""
         self.scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
             model_or_builder, inputs=inputs)
         self.inputs = inputs

@@ -6,7 +6,7 @@ one of each.
 >>> from shardviz import Explorer, examples
 >>> app = Explorer(examples.mlp, plan=examples.megatron_plan())
 >>> [tab.title for tab in app.tab_list]
-['Tensor', 'Variables', 'Problems', 'Memory', 'Communication', 'Suggest', 'Export']
+['Tensor', 'Variables', 'Problems', 'Memory', 'Communication', 'Suggest', 'Fit', 'Export']
 >>> app.tab(VariablesTab).table is app.variables_table
 True
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..tab import Tab
 from .communication import CommunicationTab
 from .export import ExportTab
+from .fit import FitTab
 from .memory import MemoryTab
 from .problems import ProblemsTab
 from .suggest import SuggestTab
@@ -23,7 +24,7 @@ from .tensor import TensorTab
 from .variables import VariablesTab
 
 TAB_CLASSES: tuple[type[Tab], ...] = (TensorTab, VariablesTab, ProblemsTab, MemoryTab,
-                                CommunicationTab, SuggestTab, ExportTab)
+                                CommunicationTab, SuggestTab, FitTab, ExportTab)
 
-__all__ = ["TAB_CLASSES", "CommunicationTab", "ExportTab", "MemoryTab", "ProblemsTab", "SuggestTab",
-           "TensorTab", "VariablesTab"]
+__all__ = ["TAB_CLASSES", "CommunicationTab", "ExportTab", "FitTab", "MemoryTab", "ProblemsTab",
+           "SuggestTab", "TensorTab", "VariablesTab"]
