@@ -68,7 +68,8 @@ def fit_problems(target, layouts: list[VariableLayout], trace, mesh: MeshModel) 
     than it has: by the compiled program's own memory analysis, or, without
     a forward pass, by the variables alone."""
     capacity = mesh.capacity_bytes
-    if capacity is None or (trace is not None and target.compiler_decides_fit):
+    if capacity is None or (trace is not None and target.compiler_decides_fit
+                            and not (trace.memory or {}).get("unread_bytes")):
         return []  # the target's compiler compiled it: it fits (refusals are OutOfMemory)
     per_device = sum(vl.geometry.bytes_per_device for vl in layouts)
     needed = needed_bytes(per_device, trace)

@@ -286,7 +286,8 @@ def memory(self: Report) -> pd.DataFrame:
         cols["total_bytes"].append(needed if mem or refused else None)
         cols["capacity_bytes"].append(capacity)
         cols["fits"].append(False if refused else None if capacity is None else
-                            True if mem and self.target.compiler_decides_fit else
+                            True if mem and self.target.compiler_decides_fit
+                            and not mem.get("unread_bytes") else
                             needed <= capacity)
         cols["estimate"].append(estimate)
     # A refused program without the compiler's figure: the variables alone, a lower bound.
