@@ -161,8 +161,12 @@ def test_after_two_refusals_the_search_jumps_along_bytes_over_chips():
 
     from shardviz.planner.fit_search import _next_slice
 
-    def refused(needed):
-        return SimpleNamespace(totals=SimpleNamespace(bytes_per_device=needed, fits=False))
+    from shardviz.errors import OutOfMemory
+
+    def refused(needed, said=True):
+        error = OutOfMemory("refused", needed=needed if said else None, available=None)
+        return SimpleNamespace(totals=SimpleNamespace(bytes_per_device=needed, fits=False),
+                               trace_error=error)
 
     slices = [(f"s{n}", None, n) for n in (1, 4, 8, 16, 32, 64)]
     gib = 2**30
@@ -173,6 +177,9 @@ def test_after_two_refusals_the_search_jumps_along_bytes_over_chips():
     assert _next_slice(slices, seen, 1, 4 * gib) == 4  # 2 + 64/32 = 4 GiB: 32 chips
     assert _next_slice(slices, seen, 1, 1 * gib) == 5  # none fits: the largest, to confirm
     assert _next_slice(slices, {0: refused(66 * gib)}, 0, 16 * gib) == 1  # one point: step
+    # A refusal whose message gave no figure holds only the variables: no point of the line.
+    seen = {0: refused(66 * gib), 1: refused(gib, said=False)}
+    assert _next_slice(slices, seen, 1, 4 * gib) == 2
 
 
 def small_llama():
@@ -282,3 +289,19 @@ def test_a_layer_that_fails_under_remat_is_named_with_what_to_change():
     # The same model without remat trains.
     assert shardviz.analyze(branching, Plan({"batch": 8}), (8, 16), labels=(8, 16),
                             train_step=True).trace_error is None
+
+
+def test_an_answer_stopped_by_max_compiles_says_no_missing_value():
+    import pandas as pd
+
+    from shardviz.model.tuning import Tuning
+    from shardviz.planner.fit_answer import ANSWER_COLUMNS, COMPILE_COLUMNS, FitAnswer
+
+    rows = pd.DataFrame([dict(remat=None, target="v5e:2x4", mesh="batch=8", batch=1336,
+                              bytes_per_device=14 * 2**30, capacity_bytes=15 * 2**30, next=None,
+                              next_bytes_per_device=None, compiles=3)], columns=ANSWER_COLUMNS)
+    answer = FitAnswer("largest batch", rows, pd.DataFrame(columns=COMPILE_COLUMNS), None,
+                       Tuning(), notes=["no remat: stopped after 3 compiles (max_compiles)"])
+    text = str(answer)
+    assert "nan" not in text and "batch 1336 on v5e:2x4" in text
+    assert text.splitlines()[1].endswith("per chip")

@@ -60,9 +60,9 @@ class FitAnswer:
             used = (f"{human_bytes(row['bytes_per_device'])} of "
                     f"{human_bytes(row['capacity_bytes'])}")
             refused = ""
-            if row["next"] and not pd.isna(row["next_bytes_per_device"]):
+            if _given(row["next"]) and _given(row["next_bytes_per_device"]):
                 refused = f"; {row['next']} needs {human_bytes(row['next_bytes_per_device'])}"
-            elif row["next"]:
+            elif _given(row["next"]):
                 refused = f"; {row['next']}"
             lines.append(f"  {remat}: batch {int(row['batch'])} on {row['target']} "
                          f"(mesh {row['mesh']}), {used} per chip{refused}")
@@ -79,3 +79,8 @@ class FitAnswer:
                 f"<details><summary>{self.compile_count} compiles</summary>"
                 f"{self.compiles.to_html(index=False)}</details>"
                 + (f"<ul>{notes}</ul>" if notes else "") + "</div>")
+
+
+def _given(value: object) -> bool:
+    """Neither None nor a missing value (NaN) of a frame."""
+    return value is not None and not (isinstance(value, float) and pd.isna(value))

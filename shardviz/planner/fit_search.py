@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from ..analysis import analyze
-from ..errors import ShardvizError
+from ..errors import OutOfMemory, ShardvizError
 from ..format import human_bytes
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
@@ -156,7 +156,7 @@ def _largest_batch(ask: _Asker, plan: Plan, target: str, max_compiles: int,
             start = unit
             if not at(start).totals.fits:
                 return ask.row(plan, target, None, f"batch {unit}",
-                               seen[unit].totals.bytes_per_device, len(seen)), seen[unit]
+                               needed_of(seen[unit]), len(seen)), seen[unit]
         at(max(FIRST_BATCHES[1] * unit, 2 * start))
         sides: list[bool] = []
         while True:
@@ -170,7 +170,7 @@ def _largest_batch(ask: _Asker, plan: Plan, target: str, max_compiles: int,
                         f"not; the largest lies between (within {precision:.0%}, the precision "
                         "asked)")
                 return ask.row(plan, target, seen[lo], f"batch {hi}",
-                               seen[hi].totals.bytes_per_device, len(seen)), seen[lo]
+                               needed_of(seen[hi]), len(seen)), seen[lo]
             guess = _line_guess(seen, lo, hi, ask.capacity(seen[lo]), unit)
             if hi is None and guess > MAX_BATCH:
                 if MAX_BATCH in seen:
@@ -184,7 +184,8 @@ def _largest_batch(ask: _Asker, plan: Plan, target: str, max_compiles: int,
                 # capacity it states: after two guesses on the same side, or once a
                 # program over that capacity compiled, halve the gap instead.
                 over = seen[lo].totals.bytes_per_device >= ask.capacity(seen[lo])
-                if guess in seen or over or (len(sides) >= 2 and len(set(sides[-2:])) == 1):
+                if guess in seen or over or not _figured(seen[hi]) or (
+                        len(sides) >= 2 and len(set(sides[-2:])) == 1):
                     guess = lo + max(1, (hi - lo) // unit // 2) * unit
                 guess = min(max(guess, lo + unit), hi - unit)
             sides.append(bool(at(guess).totals.fits))
@@ -197,6 +198,19 @@ def _largest_batch(ask: _Asker, plan: Plan, target: str, max_compiles: int,
             + (f", below {min(refused)}" if refused else ""))
         found = seen.get(best) if best is not None else None
         return ask.row(plan, target, found, None, None, len(seen)), found
+
+
+def needed_of(report: Report) -> int | None:
+    """The bytes a chip needs by the compiler, or None when it refused the
+    program without saying how many."""
+    return report.totals.bytes_per_device if _figured(report) else None
+
+
+def _figured(report: Report) -> bool:
+    """Whether a report's bytes are the compiler's: a refusal without the
+    figure in its message holds only the variables, no point of the line."""
+    error = report.trace_error
+    return not (isinstance(error, OutOfMemory) and not error.needed)
 
 
 def _line_guess(seen: dict[int, Report], lo: int, hi: int | None, capacity: int,
@@ -252,7 +266,7 @@ def _smallest_slice(ask: _Asker, plan: object, family: list[str], batch: int,
         return seen[i]
 
     def answer(i: int) -> tuple[dict, Report | None]:
-        below = (candidates[i - 1][0], seen[i - 1].totals.bytes_per_device) if i else bound
+        below = (candidates[i - 1][0], needed_of(seen[i - 1])) if i else bound
         nxt, nxt_bytes = below or (None, None)
         return ask.row(candidates[i][1], candidates[i][0], seen[i], nxt, nxt_bytes,
                        len(seen)), seen[i]
@@ -283,7 +297,8 @@ def _next_slice(candidates: list[tuple[str, Plan, int]], seen: dict[int, Report]
     that the line through the last two refusals says fits (the largest, when
     none does), or simply the next."""
     refused = sorted(k for k, r in seen.items() if not r.totals.fits)
-    if len(refused) < 2 or i + 1 >= len(candidates):
+    if len(refused) < 2 or i + 1 >= len(candidates) or not all(
+            _figured(seen[k]) for k in refused[-2:]):
         return i + 1
     (n1, m1), (n2, m2) = [(candidates[k][2], seen[k].totals.bytes_per_device)
                           for k in refused[-2:]]
@@ -320,14 +335,14 @@ class _Asker:
                 f"The train step at batch {batch} on {target} failed: "
                 f"{report.trace_error.message}", hint=report.trace_error.hint)
         seconds = time.perf_counter() - start
-        self.record(plan, target, batch, report.totals.bytes_per_device,
-                    self.capacity(report), bool(report.totals.fits), True, seconds)
+        self.record(plan, target, batch, needed_of(report), self.capacity(report),
+                    bool(report.totals.fits), True, seconds)
         return report
 
     def capacity(self, report: Report) -> int:
         return int(report.target.capacity_bytes() or 0)
 
-    def record(self, plan: Plan, target: str, batch: int, needed: int, capacity: int,
+    def record(self, plan: Plan, target: str, batch: int, needed: int | None, capacity: int,
                fits: bool, compiled: bool, seconds: float) -> None:
         self.compiles.append([_mode_text(self.mode), target, _mesh_text(plan), batch, needed,
                               capacity, fits, compiled, round(seconds, 2)])
@@ -335,7 +350,8 @@ class _Asker:
             verdict = "fits" if fits else "does not fit"
             how = f"compile {sum(c[7] for c in self.compiles)}" if compiled else "no compile"
             self.say(f"fit: batch {batch} on {target}, {_mode_text(self.mode) or 'no remat'}: "
-                     f"{human_bytes(needed)} of {human_bytes(capacity)}, {verdict} ({how}, "
+                     f"{human_bytes(needed) if needed else 'unknown bytes'} of "
+                     f"{human_bytes(capacity)}, {verdict} ({how}, "
                      f"{seconds:.1f} s)")
 
     def row(self, plan: Plan | None, target: str, report: Report | None, nxt: str | None,

@@ -231,6 +231,9 @@ def _named(what: str) -> str:
 
 _SIZE = r"\(?([\d.]+)\s*([KMGT]?)i?B?\)?"
 _OOM = re.compile(rf"required[^(]*{_SIZE}\s*exceeds available HBM\s*{_SIZE}")
+_OOM_USED = re.compile(rf"Used\s+{_SIZE}\s+of\s+{_SIZE}\s+hbm", re.IGNORECASE)
+"""The compiler's other refusal: "Ran out of memory in memory space hbm. Used
+17.25G of 15.75G hbm. Exceeded hbm capacity by 1.5G." """
 
 
 def _bytes(number: str, unit: str) -> int:
@@ -248,9 +251,15 @@ def out_of_memory(error: Exception, what: str, name: str) -> OutOfMemory:
     >>> oom = out_of_memory(e, "forward", "m")
     >>> round(oom.needed / 2**30, 2), round(oom.available / 2**30, 2)
     (47.68, 15.75)
+    >>> e = RuntimeError("RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of "
+    ...                  "memory in memory space hbm. Used 17.25G of 15.75G hbm. Exceeded "
+    ...                  "hbm capacity by 1.50G.")
+    >>> oom = out_of_memory(e, "train step", "m")
+    >>> round(oom.needed / 2**30, 2), round(oom.available / 2**30, 2)
+    (17.25, 15.75)
     """
     text = _short_message(error)
-    m = _OOM.search(str(error))
+    m = _OOM.search(str(error)) or _OOM_USED.search(str(error))
     needed = _bytes(m.group(1), m.group(2)) if m else None
     available = _bytes(m.group(3), m.group(4)) if m else None
     return OutOfMemory(
