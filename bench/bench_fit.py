@@ -1,8 +1,14 @@
-"""shardviz.fit on Llama 3.1 8B (keras-hub, published configuration): the smallest v5e slice for a
-LoRA fine-tune in bfloat16, and the largest batch on that slice, each from
-the TPU compiler (libtpu), on a machine with no TPU.
+"""shardviz.fit on Llama 3.1 8B (keras-hub, published configuration): the
+smallest v5e slice for a LoRA fine-tune in bfloat16, and the largest batch
+on that slice, each from the TPU compiler (libtpu), on a machine with no TPU.
 
-Run:  .venv/bin/python bench/bench_fit.py
+No remat: Keras's RematScope fails on keras-hub's attention layers (it makes
+their Python arguments traced values), and shardviz says so, naming the layer.
+
+Run:  .venv/bin/python bench/bench_fit.py [--largest]
+
+With ``--largest``, also the largest batch on the slice found, with its plan
+(several compiles of about two minutes each at this size).
 
 Prints each answer with its compiles and wall time (targets: the smallest
 slice in at most 4 compiles and 5 minutes).
@@ -35,7 +41,7 @@ def main() -> None:
     import shardviz
 
     labels = jax.ShapeDtypeStruct((1, SEQ), "int32")
-    settings = dict(seq=SEQ, labels=labels, lora_rank=8, dtype="bfloat16", remat="full")
+    settings = dict(seq=SEQ, labels=labels, lora_rank=8, dtype="bfloat16")
     t = time.perf_counter()
     smallest = shardviz.fit(llama_8b_compiled, target="v5e", batch=16, **settings)
     seconds = time.perf_counter() - t
@@ -44,10 +50,11 @@ def main() -> None:
           f"{seconds:.0f} s (targets <= 4 compiles, <= 300 s)")
     print(smallest.compiles.to_string(index=False))
     (row,) = smallest.answers.to_dict("records")
-    if isinstance(row["target"], str) and ":" in row["target"]:
+    if "--largest" in sys.argv and isinstance(row["target"], str) and ":" in row["target"]:
+        # On the slice found, with the plan found (its model axis too).
         t = time.perf_counter()
-        largest = shardviz.fit(llama_8b_compiled, target=row["target"], precision=0.05,
-                               **settings)
+        largest = shardviz.fit(llama_8b_compiled, smallest.report.plan, target=row["target"],
+                               precision=0.05, **settings)
         print(largest)
         print(f"largest batch on {row['target']}: {largest.compile_count} compiles, "
               f"{time.perf_counter() - t:.0f} s")
