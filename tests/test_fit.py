@@ -159,9 +159,8 @@ def test_a_slice_larger_than_the_batch_gets_a_model_axis_by_default():
 def test_after_two_refusals_the_search_jumps_along_bytes_over_chips():
     from types import SimpleNamespace
 
-    from shardviz.planner.fit_search import _next_slice
-
     from shardviz.errors import OutOfMemory
+    from shardviz.planner.fit_search import _next_slice
 
     def refused(needed, said=True):
         error = OutOfMemory("refused", needed=needed if said else None, available=None)
