@@ -3,8 +3,8 @@ the target, the Fit button clicked, the answer (or why it was refused) read
 back from the tab's own widgets."""
 
 import html
-import os
 
+import needs
 import pytest
 
 import shardviz
@@ -15,19 +15,7 @@ from shardviz.widgets.tabs import FitTab
 shardviz.simulate_devices(8)
 import keras  # noqa: E402
 
-
-def _libtpu() -> bool:
-    try:
-        import libtpu  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-if not _libtpu() and os.environ.get("SHARDVIZ_REQUIRE_TPU"):
-    raise RuntimeError("SHARDVIZ_REQUIRE_TPU is set but libtpu is not installed "
-                       "(pip install -e '.[tpu]')")
-tpu = pytest.mark.skipif(not _libtpu(), reason="libtpu is not installed")
+tpu = needs.tpu
 
 
 def wide():

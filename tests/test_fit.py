@@ -3,8 +3,8 @@ a batch, for the train step model.fit runs, found with few compiles of the TPU
 compiler. Each answer is checked where it matters: the batch returned fits
 within the compiler's capacity, and the next one is refused."""
 
-import os
 
+import needs
 import pytest
 
 import shardviz
@@ -25,18 +25,7 @@ def wide(width=2**16, hidden=1024):
     return model
 
 
-def _libtpu() -> bool:
-    try:
-        import libtpu  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-if not _libtpu() and os.environ.get("SHARDVIZ_REQUIRE_TPU"):
-    raise RuntimeError("SHARDVIZ_REQUIRE_TPU is set but libtpu is not installed "
-                       "(pip install -e '.[tpu]')")
-tpu = pytest.mark.skipif(not _libtpu(), reason="libtpu is not installed")
+tpu = needs.tpu
 
 
 @tpu

@@ -6,8 +6,6 @@ the published step time, also when the calibration leaves the run out.
 Each analysis takes about a minute (the TPU compiler refuses each program
 for lack of memory: Keras's attention keeps the 8192 x 8192 scores)."""
 
-import importlib.util
-import os
 import pathlib
 import sys
 
@@ -20,19 +18,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import calibrate_step_time  # noqa: E402
+import needs  # noqa: E402
 
-HAVE_LIBTPU = importlib.util.find_spec("libtpu") is not None
-if not HAVE_LIBTPU and os.environ.get("SHARDVIZ_REQUIRE_TPU"):
-    raise RuntimeError("SHARDVIZ_REQUIRE_TPU is set but libtpu is not installed")
-HAVE_HUB = importlib.util.find_spec("keras_hub") is not None
-if not HAVE_HUB and os.environ.get("SHARDVIZ_REQUIRE_HUB"):
-    raise RuntimeError("SHARDVIZ_REQUIRE_HUB is set but keras-hub is not installed")
-needs = pytest.mark.skipif(not (HAVE_LIBTPU and HAVE_HUB), reason="needs libtpu and keras-hub")
+tpu_and_hub = pytest.mark.skipif(not (needs.HAVE_LIBTPU and needs.HAVE_HUB),
+                                 reason="needs libtpu and keras-hub")
 
 shardviz.simulate_devices(8)
 
 
-@needs
+@tpu_and_hub
 @pytest.mark.parametrize("case", sorted(calibrate_step_time.RUNS))
 def test_expected_step_is_within_a_quarter_of_the_published_one(case):
     (published,) = [s for s in MEASURED_STEPS if s.case == case]

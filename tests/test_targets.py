@@ -10,6 +10,7 @@ import os
 
 import jax
 import keras
+import needs
 import pytest
 from jax.sharding import NamedSharding
 
@@ -17,20 +18,8 @@ import shardviz
 from shardviz import Plan, ShardvizError, examples
 from shardviz.target import HARDWARE, collective_seconds, parse_target
 
-
-def _libtpu() -> bool:
-    try:
-        import libtpu  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-HAVE_LIBTPU = _libtpu()
-if not HAVE_LIBTPU and os.environ.get("SHARDVIZ_REQUIRE_TPU"):
-    raise RuntimeError("SHARDVIZ_REQUIRE_TPU is set but libtpu is not installed "
-                       "(pip install -e '.[tpu]')")
-needs_tpu = pytest.mark.skipif(not HAVE_LIBTPU, reason="libtpu is not installed")
+HAVE_LIBTPU = needs.HAVE_LIBTPU
+needs_tpu = needs.tpu
 
 
 def test_the_table_of_targets_has_every_figure_and_its_source():
