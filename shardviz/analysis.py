@@ -184,6 +184,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             except OutOfMemory as e:
                 trace_error = e
                 problems.append(checks.out_of_memory_problem(e, hardware, var_layouts, mesh))
+                problems += checks.attention_problems(e.attention, hardware, refused=True)
             except ShardvizError as e:
                 trace_error = e
         if trace_error is not None and not isinstance(trace_error, OutOfMemory):
@@ -193,6 +194,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             ))
         elif traced is not None:
             problems += checks.activation_problems(plan, traced)
+            problems += checks.attention_problems(traced.attention, hardware)
             problems += traced.problems
             problems = _drop_rules_that_place_slots(problems, traced)
     if not isinstance(trace_error, OutOfMemory):

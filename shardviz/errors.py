@@ -53,6 +53,7 @@ PROBLEM_KINDS = {
     "replicated it whole to split it again (involuntary full rematerialization)",
     # target hardware
     "does-not-fit": "a chip needs more memory than it has",
+    "attention": "Keras runs XLA's attention, which keeps every head's scores, on a target",
 }
 """Every problem kind shardviz reports, with a one-line description."""
 
@@ -133,7 +134,8 @@ class OutOfMemory(ShardvizError):
     the chip has. ``needed`` and ``available`` are bytes, when the compiler
     said them. ``flops`` is per device: XLA's count for the whole program
     before partitioning, divided by the devices (a refused compile gives no
-    costs of its own)."""
+    costs of its own). ``attention`` lists the calls of Keras's
+    ``dot_product_attention`` the program traced."""
 
     def __init__(self, message: str, *, needed: int | None, available: int | None,
                  detail: str = "", hint: str = "", flops: float | None = None):
@@ -141,3 +143,4 @@ class OutOfMemory(ShardvizError):
         self.needed, self.available, self.detail = needed, available, detail
         """``detail`` is the compiler's own message."""
         self.flops = flops
+        self.attention: list = []

@@ -145,7 +145,7 @@ def test_a_slice_larger_than_the_batch_gets_a_model_axis_by_default():
     assert _plan_for(None, scan(examples.mlp), 8, batch=16).mesh_dict == {"batch": 8}
 
 
-def test_after_two_refusals_the_search_jumps_along_bytes_over_chips():
+def test_after_a_refusal_the_search_jumps_to_the_chips_that_could_hold_it():
     from types import SimpleNamespace
 
     from shardviz.errors import OutOfMemory
@@ -158,16 +158,14 @@ def test_after_two_refusals_the_search_jumps_along_bytes_over_chips():
 
     slices = [(f"s{n}", None, n) for n in (1, 4, 8, 16, 32, 64)]
     gib = 2**30
-    # needs 2 + 64/chips GiB: 66 on 1 chip, 18 on 4; 16 GiB fit from 8 chips on (10 GiB)
-    seen = {0: refused(66 * gib), 1: refused(18 * gib)}
-    assert _next_slice(slices, seen, 1, 16 * gib) == 2
-    seen = {0: refused(66 * gib), 1: refused(18 * gib)}
-    assert _next_slice(slices, seen, 1, 4 * gib) == 4  # 2 + 64/32 = 4 GiB: 32 chips
-    assert _next_slice(slices, seen, 1, 1 * gib) == 5  # none fits: the largest, to confirm
-    assert _next_slice(slices, {0: refused(66 * gib)}, 0, 16 * gib) == 1  # one point: step
-    # A refusal whose message gave no figure holds only the variables: no point of the line.
-    seen = {0: refused(66 * gib), 1: refused(gib, said=False)}
-    assert _next_slice(slices, seen, 1, 4 * gib) == 2
+    # 66 GiB on one chip: split evenly over 16 GiB chips, at least 4.1 chips: 8.
+    assert _next_slice(slices, {0: refused(66 * gib)}, 0, 16 * gib) == 2
+    assert _next_slice(slices, {0: refused(64 * gib)}, 0, 16 * gib) == 1  # exactly 4
+    # 20 GiB on 8 chips needs at least 10 of 16 GiB: 16 chips.
+    assert _next_slice(slices, {2: refused(20 * gib)}, 2, 16 * gib) == 3
+    assert _next_slice(slices, {0: refused(2**40)}, 0, 16 * gib) == 5  # none: the largest
+    # A refusal whose message gave no figure holds only the variables: the next slice.
+    assert _next_slice(slices, {0: refused(66 * gib, said=False)}, 0, 16 * gib) == 1
 
 
 def small_llama():
@@ -244,6 +242,20 @@ def test_the_batch_fit_returns_is_the_one_the_tpu_compiler_fits_keras_own_step()
     assert used > 0.95 * row["capacity_bytes"]  # the batch fills the chip
     with pytest.raises(Exception, match="RESOURCE_EXHAUSTED"):
         compile_train_step_for_tpu(model, (batch + 1, 2**16), (batch + 1, 2**16))
+    # And the real chip: model.fit ran this model at that batch on a v5e chip, in a
+    # fresh process, and was refused at the next (bench/chip/edge.py).
+    fresh = {r["batch"]: r for r in chip_records("v5e-1x1-edge.jsonl")
+             if r["case"].startswith("wide_fit") and not r["earlier_in_process"]}
+    assert fresh[batch]["ran"] and fresh[batch]["device_kind"] == "TPU v5 lite"
+    assert not fresh[batch + 1]["ran"] and "RESOURCE_EXHAUSTED" in fresh[batch + 1]["error"]
+
+
+def chip_records(name):
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "data" / "chip" / name
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 class BranchesOnTraining(keras.layers.Layer):

@@ -10,11 +10,13 @@ above import this module; the functions live in
 - ``keras_base``: importing Keras, meshes, layout maps, variables, models, seeding;
 - ``keras_outputs``: observing layer outputs, and the layer that raised;
 - ``keras_deferred``: variables with no value (deferred), constants included;
-- ``keras_train``: the jitted train step, compiled loss and metrics, training state.
+- ``keras_train``: the jitted train step, compiled loss and metrics, training state;
+- ``keras_attention``: which attention Keras runs while it traces.
 """
 
 from __future__ import annotations
 
+from .keras_attention import AttentionCall, watching_attention
 from .keras_base import (
     all_layers,
     build_shapes,
@@ -46,6 +48,7 @@ from .keras_train import (
 )
 
 __all__ = [
+    "AttentionCall",
     "all_layers",
     "build_compiled_metrics",
     "build_shapes",
@@ -73,4 +76,5 @@ __all__ = [
     "training_state",
     "unique_variables",
     "variable_own_layout",
+    "watching_attention",
 ]

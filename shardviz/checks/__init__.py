@@ -6,15 +6,18 @@ Checks only read the scan, the plan and the computed layouts.
 * :mod:`.variables`: each variable's layout (conflicts, ranks, replicated, pinned);
 * :mod:`.rules`: rules that match nothing or never win, and per-rule feedback;
 * :mod:`.outputs`: layer-output rules, and the layouts XLA gave the outputs;
-* :mod:`.capacity`: the devices the mesh needs, and whether a chip's memory suffices.
+* :mod:`.capacity`: the devices the mesh needs, and whether a chip's memory suffices;
+* :mod:`.attention`: which attention Keras runs on a target, and the scores it keeps.
 """
 
+from .attention import attention_problems
 from .capacity import fit_problems, memory_parts, mesh_problems, needed_bytes, out_of_memory_problem
 from .outputs import activation_problems, output_problems
 from .rules import rule_feedback, rule_problems
 from .variables import DEFAULT_REPLICATED_THRESHOLD, replicated_large, scan_problems, variable_problems
 
-__all__ = ["DEFAULT_REPLICATED_THRESHOLD", "activation_problems", "fit_problems", "memory_parts",
-           "mesh_problems", "needed_bytes", "out_of_memory_problem", "output_problems",
+__all__ = ["DEFAULT_REPLICATED_THRESHOLD", "activation_problems", "attention_problems",
+           "fit_problems", "memory_parts", "mesh_problems", "needed_bytes",
+           "out_of_memory_problem", "output_problems",
            "replicated_large", "rule_feedback", "rule_problems", "scan_problems",
            "variable_problems"]

@@ -7,7 +7,9 @@ step at two batches, fits a line through the compiler's figures, compiles at
 the batch the line predicts and at the next one, and moves along the line
 until one batch fits and the next is refused. For the smallest slice, the
 variables' exact bytes per chip (no compile) rule out the slices too small to
-hold them, and the rest are compiled smallest first. Every compile is listed
+hold them; after each refusal the search jumps to the first slice with enough
+chips to hold, split evenly, what the refused one needed, and the slice below
+the answer is compiled to confirm it is refused. Every compile is listed
 in the answer (:attr:`FitAnswer.compiles`).
 """
 
@@ -234,9 +236,9 @@ def _smallest_slice(ask: _Asker, plan: object, family: list[str], batch: int,
                     max_compiles: int, notes: list[str]) -> tuple[dict, Report | None]:
     """The smallest slice that fits ``batch``, and the next smaller one's
     refusal. Slices whose variables alone overflow a chip are ruled out with
-    no compile; after two refusals, the bytes a slice needs are taken as
-    ``a + b / chips`` through them, the search jumps to the first slice that
-    line says fits, and confirms the slice below it is refused."""
+    no compile; after a refusal, the search jumps to the first slice with
+    enough chips to hold what the refused one needed, split evenly, and
+    confirms that the slice below its answer is refused."""
     chip = family[0].partition(":")[0]
     candidates: list[tuple[str, Plan, int]] = []
     bound: tuple[str, int] | None = None  # the largest slice ruled out without a compile
@@ -294,20 +296,15 @@ def _smallest_slice(ask: _Asker, plan: object, family: list[str], batch: int,
 def _next_slice(candidates: list[tuple[str, Plan, int]], seen: dict[int, Report], i: int,
                 capacity: int) -> int:
     """The next slice to compile after slice ``i`` was refused: the first one
-    that the line through the last two refusals says fits (the largest, when
-    none does), or simply the next."""
-    refused = sorted(k for k, r in seen.items() if not r.totals.fits)
-    if len(refused) < 2 or i + 1 >= len(candidates) or not all(
-            _figured(seen[k]) for k in refused[-2:]):
+    with enough chips to hold, split evenly, what slice ``i`` needed. A
+    chip's share shrinks at best in proportion to the chips, so the slices
+    between are refused too (the slice below an answer is compiled to
+    confirm it). A refusal without a figure steps to the next slice."""
+    if not _figured(seen[i]):
         return i + 1
-    (n1, m1), (n2, m2) = [(candidates[k][2], seen[k].totals.bytes_per_device)
-                          for k in refused[-2:]]
-    if n1 == n2 or m1 <= m2:
-        return i + 1
-    b = (m1 - m2) / (1 / n1 - 1 / n2)
-    a = m1 - b / n1
+    chips = candidates[i][2] * seen[i].totals.bytes_per_device / max(capacity, 1)
     for k in range(i + 1, len(candidates)):
-        if a + b / candidates[k][2] <= capacity:
+        if candidates[k][2] >= chips:
             return k
     return len(candidates) - 1
 

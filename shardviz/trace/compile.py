@@ -157,7 +157,7 @@ def collectives_of(compiled, mesh, layer_paths, parameters=None):
 
 
 def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=None,
-                 observe=None, lower_only=False, devices=None):
+                 observe=None, lower_only=False, devices=None, attention=None):
     """Lower and compile ``fn(*args)`` (``fn`` jitted here, unless it is
     jitted already); with ``lower_only``, only lower it and return the
     ``Lowered`` (its ``out_info`` says what it returns). XLA's resharding
@@ -168,7 +168,9 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
     variables, for a function (Keras's own train step) that cannot open them
     itself. ``devices`` (a target's, e.g. a TPU topology's) are the ones
     Keras sees while it traces, so that it picks the kernels it would pick
-    on them."""
+    on them. Each call of ``keras.ops.dot_product_attention`` traced, and
+    whether Keras ran its kernel for it, is appended to ``attention`` (a
+    list), and a refusal for memory carries them too."""
 
     import jax
 
@@ -182,6 +184,8 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
         with contextlib.ExitStack() as stack:
             stack.enter_context(keras_adapter.full_tracebacks())
             stack.enter_context(tracing_for(devices))
+            if attention is not None:
+                stack.enter_context(keras_adapter.watching_attention(attention))
             if observe is not None:
                 stack.enter_context(keras_adapter.deferred_variables())
                 stack.enter_context(keras_adapter.observing_outputs(observe[0], base=observe[1]))
@@ -206,7 +210,11 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
             if devices and lowered is not None:
                 flops = jax_adapter.unpartitioned_cost(lowered).get("flops")
                 oom.flops = flops / len(devices) if flops is not None else None
+            oom.attention = list(attention or ())
             raise oom from None
+        kernels = [c for c in attention or () if c.kernel]
+        if kernels and "cannot be automatically partitioned" in str(e):
+            raise _kernel_not_partitioned(kernels, what, name, devices) from e
         raised = keras_adapter.raising_layer(e)
         if raised is not None and raised is not recorder.model:
             layer = raised.name
@@ -222,6 +230,23 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
             layer=layer,
         ) from e
     return compiled
+
+
+def _kernel_not_partitioned(kernels: list, what: str, name: str, devices) -> ShardvizError:
+    """Keras calls its splash-attention kernel outside a ``shard_map``, and
+    XLA cannot split a kernel call over devices: on more than one chip the
+    program does not compile, on the chips as here."""
+    layers = sorted({c.layer for c in kernels if c.layer})
+    named = f" ({', '.join(layers[:3])}{', ...' if len(layers) > 3 else ''})" if layers else ""
+    return ShardvizError(
+        f"The {_named(what)} of model {name!r} does not compile for {len(devices or ())} TPU "
+        f"devices: Keras runs its splash-attention kernel for {len(kernels)} "
+        f"call{'s' if len(kernels) != 1 else ''} of keras.ops.dot_product_attention{named}, "
+        "outside a shard_map, and XLA cannot split a kernel call over devices. model.fit on "
+        "the chips fails the same way.",
+        hint="Call keras.config.disable_flash_attention() before building the model (Keras "
+        "then runs XLA's attention, which keeps the scores), or plan for one chip.",
+        layer=kernels[0].layer or None)
 
 
 def _named(what: str) -> str:

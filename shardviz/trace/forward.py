@@ -58,6 +58,10 @@ class Trace:
     step_setup: StepSetup | None = None
     """With a train step: its loss, optimizer and labels, as ``model.fit``
     would run it."""
+    attention: list = dataclasses.field(default_factory=list)
+    """Each call of ``keras.ops.dot_product_attention`` the compiled program
+    traced, and whether Keras ran its kernel for it
+    (:class:`~shardviz._adapters.keras.AttentionCall`)."""
 
 
 def _sample_input(spec, seed: int):
@@ -213,8 +217,9 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         return result
 
     xla_warnings: list = []
+    attention: list = []
     compiled = compile_pass(forward, (tv, ntv, x), name, recorder, seconds, "forward", progress,
-                            log=xla_warnings, devices=mesh.device_list)
+                            log=xla_warnings, devices=mesh.device_list, attention=attention)
     recorder.set_returned(compiled.output_shardings)
     activations = recorder.activations()
     layer_paths = [o.layer_path for o in scan.outputs] or [a.layer_path for a in activations]
@@ -224,7 +229,7 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         mode=mode, train_step=train_step, activations=activations,
         collectives=forward_collectives, memory=hlo.memory(compiled, (tv, ntv, x)),
         input_specs=input_specs, hlo_text=compiled.as_text(), compiled=compiled,
-        seconds=seconds,
+        seconds=seconds, attention=attention,
     )
     result.problems += reshard_problems(compiled, xla_warnings, layer_paths, plan,
                                         activations=activations)

@@ -207,16 +207,18 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
         if not fused:
             recorder = Recorder(keras_adapter.layout_keys(dist), inspect=False, model=model)
         xla_warnings: list = []
+        attention: list = []
         state, data = (tv, ntv, ov, mv), (x, y)
         try:
             compiled = compile_pass(step, (state, data), name, recorder, seconds, "train step",
                                     log=xla_warnings, observe=(recorder.on_output, dist),
-                                    devices=mesh.device_list)
+                                    devices=mesh.device_list, attention=attention)
         except ShardvizError as e:
             if e.__cause__ is not None and recorder.last_layer is None:
                 raise (_layer_error(e.__cause__, name, scan.tuning.remat)
                        or _data_error(e.__cause__, name, y, setup)) from None
             raise
+        result.attention = attention
         if fused:
             result.activations = recorder.activations()
         layer_paths = [a.layer_path for a in result.activations]
