@@ -39,6 +39,8 @@ _LAZY = {
     "suggest": ("shardviz.planner", "suggest"),
     "sweep": ("shardviz.planner", "sweep"),
     "fit": ("shardviz.planner", "fit"),
+    "audit": ("shardviz.planner", "audit"),
+    "Audit": ("shardviz.planner", "Audit"),
     "FitAnswer": ("shardviz.planner", "FitAnswer"),
     "show_sweep": ("shardviz.render.pictures", "show_sweep"),
     "verify": ("shardviz.multihost", "verify"),

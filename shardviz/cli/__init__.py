@@ -19,6 +19,8 @@ Commands and their exit codes:
 * ``fit``: the largest batch a slice fits, or the smallest slice that fits a
   batch, for the fine-tune's train step. 0: a batch (or slice) fits; 1:
   nothing fits.
+* ``audit``: a layout map's mistakes, their compiled cost and their fixes.
+  0: no finding; 1: findings.
 * ``verify``: the plan on N local processes. 0: every shard on every host
   agrees with shardviz, and the gathered output matches a single-process
   run; 1: a disagreement, a worker that crashed or failed, or a run past
@@ -48,7 +50,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import ShardvizError
-from . import demo, fit, report, suggest, sweep, verify
+from . import audit, demo, fit, report, suggest, sweep, verify
 from .options import parse_bytes, parse_fail_on, parse_inputs, parse_mesh, parse_rule
 from .report import guard_failures
 from .running import Progress, UsageError
@@ -57,7 +59,7 @@ __all__ = ["main", "make_parser", "parse_bytes", "parse_fail_on", "parse_inputs"
            "parse_rule", "guard_failures", "Progress", "UsageError"]
 
 COMMANDS = {"report": report, "demo": demo, "suggest": suggest, "sweep": sweep, "fit": fit,
-            "verify": verify}
+            "audit": audit, "verify": verify}
 
 
 def make_parser() -> argparse.ArgumentParser:

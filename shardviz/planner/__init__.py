@@ -26,9 +26,11 @@ readable rule keys), ``meshes`` (divisors and mesh shapes),
 (:class:`Candidate`, :class:`Suggestions`), ``suggest_plans``
 (:func:`suggest`), ``diff`` (:func:`plan_diff`), ``sweep_meshes``
 (:func:`sweep`), ``fit_search`` (:func:`fit`), ``fit_answer``
-(:class:`FitAnswer`) and ``batch_inputs`` (the inputs of one batch).
+(:class:`FitAnswer`), ``batch_inputs`` (the inputs of one batch) and ``audit``
+(:func:`audit`: what is wrong with a layout map, and its cost).
 """
 
+from .audit import Audit, audit
 from .candidates import TABLE_COLUMNS, TIGHT, Candidate, Suggestions
 from .diff import plan_diff
 from .fit_answer import FitAnswer
@@ -51,7 +53,8 @@ from .sweep_meshes import MAX_SWEEP_MESHES, SWEEP_COLUMNS, sweep
 
 __all__ = [
     "FSDP_MIN_BYTES", "MAX_SWEEP_MESHES", "REASONS", "SEQUENCE_LAYERS", "SWEEP_COLUMNS",
-    "TABLE_COLUMNS", "TIGHT", "Candidate", "FitAnswer", "Role", "Suggestions", "activations_dominate",
-    "divisors", "factorisations", "fit", "fully_sharded_specs", "mesh_count", "plan_diff", "roles",
-    "rules_for", "sequence_parallel_specs", "suggest", "sweep", "tensor_parallel_specs",
+    "TABLE_COLUMNS", "TIGHT", "Audit", "Candidate", "FitAnswer", "Role", "Suggestions",
+    "activations_dominate", "audit", "divisors", "factorisations", "fit", "fully_sharded_specs",
+    "mesh_count", "plan_diff", "roles", "rules_for", "sequence_parallel_specs", "suggest",
+    "sweep", "tensor_parallel_specs",
 ]

@@ -1,0 +1,78 @@
+"""``shardviz audit``: what is wrong with a layout map, what each mistake
+costs in compiled bytes, and each fix as an edit of a rule. The map is a
+plan (``--plan``, or ``--mesh`` with ``--rule``) or a class's own
+``get_layout_map`` (``--layout-map LlamaBackbone``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..model.builders import load_builder
+from .options import add_builder, add_plan, build_plan, inputs_of, parse_mesh
+from .running import UsageError, running
+
+EXIT_CODES = """exit codes:
+  0  no finding
+  1  findings (each with its fix)
+  2  a usage error"""
+
+
+def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
+    parser = subparsers.add_parser(
+        "audit", help="a layout map's mistakes, their compiled cost, and the fixes",
+        description="Audit a layout map for a model: variables left replicated (with their "
+        "bytes), rules that match nothing (with the key they probably meant), splits that do "
+        "not divide on some mesh shape, and splits on the wrong dimension, found by compiling "
+        "the alternatives (with --inputs, --batch or --seq).", epilog=EXIT_CODES, **common)
+    add_builder(parser)
+    group = parser.add_argument_group("the layout map")
+    group.add_argument("--layout-map", metavar="CLASS",
+                       help="a class with get_layout_map(device_mesh): a keras-hub backbone's "
+                       "name (LlamaBackbone) or module.path:Class")
+    add_plan(parser)
+    group = parser.add_argument_group("the compiled pass")
+    group.add_argument("--inputs", action="append", metavar="SHAPE",
+                       help="the inputs of the forward pass, e.g. 8x128:int32")
+    group.add_argument("--batch", type=int, metavar="N", help="the global batch of a token model")
+    group.add_argument("--seq", type=int, metavar="N", help="the sequence length of a token model")
+    group.add_argument("--target", metavar="TARGET", help="compile for a target, e.g. v5e:2x4")
+    group.add_argument("--no-compare", action="store_true",
+                       help="do not compile the alternatives of each rule")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only the findings")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..planner import audit
+
+    if args.layout_map and (args.plan or args.rule):
+        raise UsageError("give either --layout-map or a plan (--plan, --rule), not both")
+    if args.layout_map:
+        layout: object = _class(args.layout_map)
+        mesh = parse_mesh(args.mesh) if args.mesh else None
+    elif args.plan or args.mesh:
+        layout, mesh = build_plan(args), None
+    else:
+        raise UsageError("give the map: --layout-map CLASS, or --plan / --mesh with --rule")
+    builder = load_builder(args.builder)
+    say = None if args.quiet else (lambda line: print(line, flush=True))
+    with running(args.quiet, "auditing the layout map"):
+        found = audit(builder, layout, mesh=mesh, inputs=inputs_of(args.inputs),
+                      batch=args.batch, seq=args.seq, target=args.target,
+                      compare=not args.no_compare, progress=say)
+    print(found)
+    return 1 if len(found.findings) else 0
+
+
+def _class(text: str) -> object:
+    """``LlamaBackbone`` (keras-hub's) as a name the audit resolves, or
+    ``module.path:Class`` imported here."""
+    if ":" not in text:
+        return text
+    import importlib
+
+    module, _, name = text.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise UsageError(f"--layout-map {text!r}: {e}") from None

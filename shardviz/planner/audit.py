@@ -1,0 +1,324 @@
+""":func:`audit`: what is wrong with a layout map, what each mistake costs in
+compiled bytes, and the fix as an edit of a rule.
+
+A layout map is taken as a :class:`~shardviz.Plan`, a Keras ``LayoutMap`` or
+``ModelParallel``, a function of a ``DeviceMesh`` that returns a LayoutMap,
+or a class with Keras's ``get_layout_map(device_mesh)`` (a keras-hub
+backbone class, or its name). The findings:
+
+- ``replicated``: a variable no rule splits, with its bytes on every device
+  (``experts-replicated`` for a mixture-of-experts weight);
+- ``unused-rule``: a rule that matches nothing, with the key it probably
+  meant (a renamed layer);
+- ``indivisible``: a split that does not divide on some mesh shape (kv heads,
+  vocabularies), per mesh shape; ``does-not-build``: a map that cannot be
+  built for a mesh shape at all;
+- ``wrong-dimension``: a rule whose mesh axes on other dims of the same
+  variables compile to fewer collective bytes per device, with no more
+  memory: found by compiling each alternative, never by names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import analyze
+from ..errors import ShardvizError
+from ..format import human_bytes
+from ..layout.geometry import itemsize
+from ..model.scan import Scan
+from ..model.scan import scan as scan_model
+from ..plan import Plan, as_plan
+from ..report import Report
+from .audit_splits import Split, better_splits
+from .meshes import _meshes
+from .rules import rules_for
+from .specs import tensor_parallel_specs
+
+FINDING_COLUMNS = ["kind", "severity", "where", "mesh", "message", "bytes_per_device",
+                   "fixed_bytes_per_device", "collective_bytes", "fixed_collective_bytes", "fix"]
+
+REPLICATED_BYTES = 1 << 20
+"""Variables smaller than this (1 MiB) left replicated are not findings."""
+
+
+@dataclasses.dataclass
+class Audit:
+    """An audit of one layout map for one model (:func:`audit`)."""
+
+    model_name: str
+    plan: Plan
+    """The map audited, as a Plan on the main mesh."""
+    findings: pd.DataFrame
+    """One row per finding: ``kind``, ``severity``, ``where`` (a path or a
+    rule), ``mesh`` (the mesh shape it is about), ``message``, the compiled
+    bytes per device and collective bytes per device before and after the
+    fix (where compiled), and ``fix``: the rule to add or the edit."""
+    report: Report
+    """The map's report on the main mesh."""
+    meshes: list[dict[str, int]]
+    """The mesh shapes the map was built on."""
+    fixed: Plan | None = None
+    """The map with every rule edit the audit found applied."""
+    fixed_report: Report | None = None
+
+    def of(self, kind: str) -> pd.DataFrame:
+        """The findings of one kind."""
+        return self.findings[self.findings.kind == kind]
+
+    def __str__(self) -> str:
+        head = (f"shardviz.audit of {self.model_name} on {self.plan.mesh_dict}: "
+                f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}")
+        lines = [head]
+        for row in self.findings.to_dict("records"):
+            where = f" [{row['mesh']}]" if row["mesh"] else ""
+            lines.append(f"  {row['kind']}{where}: {row['message']}")
+            if row["fix"]:
+                lines.append(f"    fix: {row['fix']}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Audit {self.model_name}: {len(self.findings)} findings>"
+
+    def _repr_html_(self) -> str:
+        return self.findings.to_html(index=False, na_rep="")
+
+
+# ------------------------------------------------------------------ the layout source
+def layout_source(layout: object) -> tuple[Callable[[dict[str, int]], Plan], dict[str, int] | None]:
+    """``(plan_for, mesh)``: a function of a mesh shape that gives the map as
+    a Plan on it, and the map's own mesh (None for a class, whose map is
+    built for any mesh)."""
+    from .._adapters import keras as keras_adapter
+
+    if isinstance(layout, str):
+        layout = _hub_class(layout)
+    if isinstance(layout, type) and hasattr(layout, "get_layout_map"):
+        cls = layout
+
+        def from_class(mesh: dict[str, int]) -> Plan:
+            return Plan.from_keras(cls.get_layout_map(_keras_mesh(mesh)))
+
+        return from_class, None
+    kd = keras_adapter.keras().distribution
+    if callable(layout) and not isinstance(layout, (Plan, kd.LayoutMap, kd.Distribution)):
+        make = layout
+        return (lambda mesh: Plan.from_keras(make(_keras_mesh(mesh)))), None
+    plan = as_plan(layout)
+
+    def resized(mesh: dict[str, int]) -> Plan:
+        return Plan(mesh, [(r.key, r.axes) for r in plan.rules], plan.batch_axis)
+
+    return resized, plan.mesh_dict
+
+
+def _hub_class(name: str) -> type:
+    """A keras-hub backbone class by name (``"LlamaBackbone"``,
+    ``"keras_hub.models.LlamaBackbone"``)."""
+    import importlib
+
+    module, _, attr = name.rpartition(".")
+    try:
+        owner = importlib.import_module(module or "keras_hub.models")
+        cls = getattr(owner, attr)
+    except (ImportError, AttributeError):
+        raise ShardvizError(f"{name!r} names no class with a layout map.",
+                            hint="Give a keras-hub backbone class or its name, such as "
+                            "'LlamaBackbone', a LayoutMap, or a Plan.") from None
+    if not hasattr(cls, "get_layout_map"):
+        raise ShardvizError(f"{name} ships no get_layout_map.",
+                            hint="shardviz.suggest(...) proposes a plan for it.")
+    return cls
+
+
+def _keras_mesh(mesh: dict[str, int]):
+    """A DeviceMesh of this shape that starts no backend (its devices are names)."""
+    from .._adapters import keras as keras_adapter
+
+    n = math.prod(mesh.values())
+    return keras_adapter.keras().distribution.DeviceMesh(
+        shape=tuple(mesh.values()), axis_names=tuple(mesh), devices=[f"cpu:{i}" for i in range(n)])
+
+
+# ------------------------------------------------------------------ the audit
+def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | None = None,
+          meshes: list[dict[str, int]] | None = None, inputs: object = None,
+          batch: int | None = None, seq: int | None = None, target: str | None = None,
+          compare: bool = True, replicated_bytes: int = REPLICATED_BYTES,
+          progress: Callable[[str], object] | None = None) -> Audit:
+    """Audit a layout map for a model.
+
+    Args:
+        model_or_builder: a builder, a built model or a :class:`~shardviz.Scan`.
+        layout: the map: a Plan, a Keras ``LayoutMap`` or ``ModelParallel``,
+            a function of a ``DeviceMesh`` returning a LayoutMap, or a class
+            with ``get_layout_map`` (or its keras-hub name, ``"LlamaBackbone"``).
+        mesh: the main mesh shape (``{"batch": 2, "model": 4}``); by default
+            the map's own, or ``batch=1 × model=8`` for a class.
+        meshes: the mesh shapes on which to check that the map builds and
+            divides; by default every shape of the main mesh's axes over its devices.
+        inputs, batch, seq: the inputs of a compiled forward pass, as in
+            :func:`~shardviz.analyze`; with none, nothing is compiled and no
+            ``wrong-dimension`` finding can be made.
+        target: compile for this target (``"v5e:2x4"``).
+        compare: compile the alternatives of each rule (``wrong-dimension``).
+        replicated_bytes: the smallest replicated variable that is a finding.
+        progress: a callable given a line per step.
+    """
+    say = progress or (lambda line: None)
+    scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(model_or_builder)
+    plan_for, own = layout_source(layout)
+    main = dict(mesh or own or {"batch": 1, "model": 8})
+    axes = tuple(main)
+    shapes = meshes if meshes is not None else _meshes(axes, math.prod(main.values()))
+    rows: list[dict] = []
+    plan = _build(plan_for, main, rows)
+    if plan is None:
+        raise ShardvizError(f"The layout map does not build on {main}: {rows[-1]['message']}",
+                            hint="Give another mesh= shape.")
+    compiled = inputs is not None or batch is not None or seq is not None
+    run: dict[str, Any] = (dict(inputs=inputs, batch=batch, seq=seq, target=target)
+                           if compiled else {})
+    say(f"audit: the map on {main}" + (", compiled" if compiled else ""))
+    base = analyze(scan, plan, **run)
+    rows += _replicated(scan, plan, base, replicated_bytes)
+    rows += _unused(base)
+    for shape in shapes:
+        say(f"audit: the map built on {shape}")
+        rows += _indivisible(scan, plan_for, shape, rows)
+    fixed = fixed_report = None
+    if compiled and compare and base.trace_error is None:
+        found = better_splits(scan, plan, base, run, say)
+        if found is not None:
+            fixed, fixed_report, splits = found
+            rows += _split_rows(splits, base, fixed_report, plan)
+    frame = pd.DataFrame(rows, columns=FINDING_COLUMNS)
+    return Audit(scan.model_name, plan, frame, base, shapes, fixed, fixed_report)
+
+
+def _build(plan_for: Callable[[dict[str, int]], Plan], mesh: dict[str, int],
+           rows: list[dict]) -> Plan | None:
+    try:
+        return plan_for(mesh)
+    except Exception as e:  # noqa: BLE001  the map's own code raised: a finding
+        rows.append(_row("does-not-build", "error", "", mesh,
+                         f"the layout map cannot be built: {type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:200]}",
+                         fix="a map that takes the mesh's axis sizes into account"))
+        return None
+
+
+def _row(kind: str, severity: str, where: str, mesh: dict[str, int] | None, message: str,
+         fix: str = "", **figures: int | None) -> dict:
+    row = dict.fromkeys(FINDING_COLUMNS)
+    row.update(kind=kind, severity=severity, where=where, message=message, fix=fix,
+               mesh=" x ".join(f"{a}={s}" for a, s in mesh.items()) if mesh else "")
+    row.update(figures)
+    return row
+
+
+def _replicated(scan: Scan, plan: Plan, report: Report, threshold: int) -> list[dict]:
+    """Large variables no rule splits, with their bytes, and a rule that would."""
+    model_axes = [(a, s) for a, s in plan.mesh if a != plan.batch_axis and s > 1]
+    axis, size = max(model_axes, key=lambda m: m[1]) if model_axes else (plan.batch_axis, 1)
+    suggested = tensor_parallel_specs(scan, axis, size) if size > 1 else {}
+    shapes = {v.path: v for v in scan.variables}
+    rows = []
+    for row in report.variables.to_dict("records"):
+        path, layout = str(row["path"]), tuple(row["spec"])
+        v = shapes.get(path)
+        if v is None or any(a is not None for a in layout):
+            continue
+        nbytes = v.size * itemsize(v.dtype)
+        if nbytes < threshold:
+            continue
+        expert = bool(re.search(r"expert", path, re.IGNORECASE)) and len(v.shape) >= 3
+        spec = suggested.get(path) or _largest_dim_spec(v.shape, axis, size)
+        fix = ""
+        if spec is not None:
+            (key, _), *_ = rules_for({path: spec}, scan.variable_paths)
+            fix = f"add {key!r}: {spec}"
+        rows.append(_row(
+            "experts-replicated" if expert else "replicated", "warning", path, plan.mesh_dict,
+            f"{path} {tuple(v.shape)} is matched by no rule that splits it: every device "
+            f"holds all {human_bytes(nbytes)} of it"
+            + (" (a mixture-of-experts weight: split its experts)" if expert else ""),
+            fix=fix, bytes_per_device=nbytes))
+    return rows
+
+
+def _largest_dim_spec(shape: tuple[int, ...], axis: str, size: int) -> tuple | None:
+    dims = [d for d in range(len(shape)) if size > 1 and shape[d] % size == 0]
+    if not dims:
+        return None
+    dim = max(dims, key=lambda d: shape[d])
+    return tuple(axis if d == dim else None for d in range(len(shape)))
+
+
+def _unused(report: Report) -> list[dict]:
+    return [_row("unused-rule", "warning", p.rule or "", None, p.message, fix=p.hint)
+            for p in report.problems_of("unused-rule")]
+
+
+def _indivisible(scan: Scan, plan_for: Callable[[dict[str, int]], Plan],
+                 mesh: dict[str, int], rows: list[dict]) -> list[dict]:
+    """The splits that do not divide on ``mesh``, one row per rule."""
+    plan = _build(plan_for, mesh, rows)
+    if plan is None:
+        return []
+    report = analyze(scan, plan)
+    by_rule: dict[str, list] = {}
+    for p in report.problems_of("indivisible"):
+        by_rule.setdefault(p.rule or p.path or "", []).append(p)
+    out = []
+    for rule, problems in by_rule.items():
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        out.append(_row("indivisible", "error", rule, mesh, f"{first.message}{more}",
+                        fix=first.hint))
+    return out
+
+
+def _split_rows(splits: list[Split], base: Report, fixed: Report, plan: Plan) -> list[dict]:
+    """One ``wrong-dimension`` row per rule the best alternative changes,
+    each with the figures of the alternative compiled as a whole."""
+    b, t = base.totals, fixed.totals
+    rows = []
+    for split in splits:
+        rule = split.rule
+        others = [s.rule.key for s in splits if s is not split]
+        moved = next(a for k, a in split.replacement
+                     if any(re.fullmatch(k, p) for p in split.moved))
+        which = ("" if len(split.moved) == len(split.matched)
+                 else f" for {_listed(split.moved)}")
+        rows.append(_row(
+            "wrong-dimension", "warning", rule.key, plan.mesh_dict,
+            f"{rule.key} splits {_dims(tuple(rule.axes))} of {_listed(split.matched)}; "
+            f"splitting {_dims(moved)} instead{which}"
+            + (f", with {', '.join(others)} changed too," if others else "")
+            + f" compiles to {human_bytes(b.collective_bytes or 0)} → "
+            f"{human_bytes(t.collective_bytes or 0)} of collectives per device, at "
+            f"{human_bytes(b.bytes_per_device)} → {human_bytes(t.bytes_per_device)} per device",
+            fix=f"replace {rule.key!r}: {tuple(rule.axes)} by "
+            + "; ".join(f"{k!r}: {a}" for k, a in split.replacement),
+            bytes_per_device=b.bytes_per_device, fixed_bytes_per_device=t.bytes_per_device,
+            collective_bytes=b.collective_bytes, fixed_collective_bytes=t.collective_bytes))
+    return rows
+
+
+def _dims(axes: tuple) -> str:
+    return ", ".join(f"dim {d} over {a!r}" for d, a in enumerate(axes) if a is not None)
+
+
+def _listed(paths: list[str]) -> str:
+    """``a/kernel`` or ``a/kernel and 3 more``."""
+    return paths[0] + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
+
+
+__all__ = ["Audit", "audit", "layout_source"]

@@ -1,0 +1,117 @@
+"""shardviz.audit: each planted mistake is found, with its compiled cost and
+a fix as a rule edit, and a correct map gives no finding."""
+
+import pytest
+from needs import HAVE_HUB
+
+import shardviz
+from shardviz import Plan, ShardvizError, examples
+
+hub = pytest.mark.skipif(not HAVE_HUB, reason="keras-hub is not installed")
+
+MEGATRON = examples.megatron_plan(batch=2, model=4)
+
+
+def mlp():
+    return examples.mlp(d_model=512, hidden=2048)
+
+
+def test_a_correct_map_has_no_finding():
+    audit = shardviz.audit(mlp, MEGATRON, inputs=(8, 512))
+    assert audit.findings.empty, str(audit)
+    assert audit.report.trace_error is None and audit.fixed is None
+
+
+def test_a_renamed_layer_leaves_its_kernel_replicated_and_the_rule_unused():
+    renamed = Plan(MEGATRON.mesh_dict, {".*up_proj/kernel": (None, "model"),
+                                        ".*down/kernel": ("model", None)})
+    audit = shardviz.audit(mlp, renamed, inputs=(8, 512))
+    (unused,) = audit.of("unused-rule").to_dict("records")
+    assert unused["where"] == ".*up_proj/kernel" and "up" in unused["fix"]
+    (replicated,) = audit.of("replicated").to_dict("records")
+    assert replicated["where"] == "up/kernel"  # 512 x 2048 float32: 4 MiB on every device
+    assert replicated["bytes_per_device"] == 512 * 2048 * 4
+    assert "(None, 'model')" in replicated["fix"]
+
+
+def test_a_split_on_the_wrong_dimension_is_found_by_compiling_the_alternative():
+    # Row-parallel first and column-parallel second: each kernel split on the other dim.
+    swapped = Plan(MEGATRON.mesh_dict, {".*up/kernel": ("model", None),
+                                        ".*down/kernel": (None, "model")})
+    audit = shardviz.audit(mlp, swapped, inputs=(8, 512))
+    wrong = audit.of("wrong-dimension")
+    assert set(wrong["where"]) <= {".*up/kernel", ".*down/kernel"} and len(wrong)
+    for row in wrong.to_dict("records"):
+        assert row["fixed_collective_bytes"] < row["collective_bytes"]
+        assert row["fixed_bytes_per_device"] <= row["bytes_per_device"]
+    # The fixed map, compiled: fewer collective bytes than the audited one.
+    assert audit.fixed is not None
+    assert audit.fixed_report.totals.collective_bytes < audit.report.totals.collective_bytes
+
+
+def test_a_split_that_does_not_divide_is_listed_per_mesh_shape():
+    odd = Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
+                                          ".*down/kernel": ("model", None)})
+    audit = shardviz.audit(lambda: examples.mlp(d_model=512, hidden=2052), odd)
+    meshes = set(audit.of("indivisible")["mesh"])
+    # 2052 divides by 1, 2 and 4, not by 8.
+    assert meshes == {"batch=1 x model=8"}, str(audit)
+
+
+@hub
+def test_keras_hub_llama_map_audited_by_class_name():
+    import keras_hub
+
+    def small_llama():
+        return keras_hub.models.LlamaBackbone(
+            vocabulary_size=256, num_layers=2, num_query_heads=8, hidden_dim=128,
+            intermediate_dim=256, num_key_value_heads=2, name="small_llama")
+
+    audit = shardviz.audit(small_llama, "LlamaBackbone", mesh={"batch": 2, "model": 4},
+                           batch=8, seq=32)
+    # The map splits the heads dim over 'batch': two kv heads do not divide 4 or 8.
+    kv = audit.of("indivisible")
+    assert set(kv["mesh"]) == {"batch=4 x model=2", "batch=8 x model=1"}
+    assert all("dim 1 has size 2" in m for m in kv["message"])
+    assert "wrong-dimension" in set(audit.findings.kind), str(audit)
+
+
+def test_a_class_without_a_map_is_a_clear_error():
+    with pytest.raises(ShardvizError, match="names no class"):
+        shardviz.audit(mlp, "NoSuchBackbone")
+
+
+@hub
+def test_gemma_map_with_one_kv_head_does_not_divide_on_any_model_axis():
+    import keras_hub
+
+    def mqa_gemma():
+        return keras_hub.models.GemmaBackbone(
+            vocabulary_size=256, num_layers=2, num_query_heads=8, num_key_value_heads=1,
+            hidden_dim=128, intermediate_dim=256, head_dim=16, name="mqa_gemma")
+
+    audit = shardviz.audit(mqa_gemma, "GemmaBackbone", mesh={"batch": 1, "model": 8})
+    meshes = set(audit.of("indivisible")["mesh"])
+    # One kv head: every mesh whose model axis has more than one device.
+    assert meshes == {"batch=1 x model=8", "batch=2 x model=4", "batch=4 x model=2"}, str(audit)
+
+
+@hub
+def test_the_command_line_audits_a_keras_hub_class_map(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "hub_models.py").write_text(
+        "import keras_hub\n\n"
+        "def small():\n"
+        "    return keras_hub.models.LlamaBackbone(vocabulary_size=256, num_layers=2,\n"
+        "        num_query_heads=8, hidden_dim=128, intermediate_dim=256, num_key_value_heads=2)\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "shardviz", "audit", "hub_models:small", "--layout-map",
+         "LlamaBackbone", "--mesh", "batch=2,model=4", "--no-compare", "-q"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "indivisible [batch=4 x model=2]" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "shardviz", "audit", "hub_models:small"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert bad.returncode == 2 and "--layout-map CLASS" in bad.stderr
