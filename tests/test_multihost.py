@@ -411,3 +411,69 @@ def test_a_builder_that_never_returns_is_stopped_at_the_time_limit(tmp_path):
     assert "--timeout" in out.stdout
     assert time.monotonic() - start < 30
     assert not workers_left()
+
+
+def test_verify_runs_a_train_step_on_every_process_and_compares_it_with_one():
+    out = run("verify", "shardviz.examples:mlp", *MEGATRON, "--processes", "2",
+              "--inputs", "8x16", "--train-step")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "the train step's loss and every updated variable match" in out.stdout
+    bad = run("verify", "shardviz.examples:mlp", *MEGATRON, "--processes", "2",
+              "--inputs", "8x16", "--labels", "8x16")
+    assert bad.returncode == 2 and "add --train-step" in bad.stderr
+    assert not workers_left()
+
+
+def test_the_single_process_step_moves_every_trainable_variable():
+    """The comparison is not of weights the step left alone: one SGD step of
+    the reference run changes every trainable variable."""
+    from shardviz.multihost.train_check import SEED, arrays, reference_step
+
+    loss, updated = reference_step(examples.mlp, None, [[[8, 16], "float32"]],
+                                   [[8, 16], "float32"])
+    import keras
+
+    keras.utils.set_random_seed(SEED)
+    initial = {v.path: v.numpy() for v in examples.mlp().trainable_variables}
+    assert loss > 0 and set(updated) == set(initial)
+    for path, value in updated.items():
+        assert abs(value - initial[path]).max() > 1e-6, path
+    assert arrays([[[3], "int32"]], SEED)[0].max() <= 1  # ids and masks stay valid
+
+
+HUB_LLAMA = """
+import keras
+import keras_hub
+
+
+def small():
+    keras.utils.set_random_seed(0)
+    return keras_hub.models.LlamaBackbone(
+        vocabulary_size=256, num_layers=2, num_query_heads=8, hidden_dim=128,
+        intermediate_dim=256, num_key_value_heads=2, name="small_llama")
+"""
+
+
+def test_a_keras_hub_backbone_with_its_own_map_verifies_forward_and_train_step(tmp_path):
+    pytest.importorskip("keras_hub")
+    path = write(tmp_path, "hub_llama.py", HUB_LLAMA)
+    code = textwrap.dedent(f"""
+        import shardviz
+        shardviz.simulate_devices(8)
+        import jax, keras, keras_hub
+        from shardviz import Plan
+
+        mesh = keras.distribution.DeviceMesh((2, 4), ("batch", "model"),
+                                             keras.distribution.list_devices())
+        plan = Plan.from_keras(keras_hub.models.LlamaBackbone.get_layout_map(mesh))
+        spec = jax.ShapeDtypeStruct((8, 32), "int32")
+        result = shardviz.verify({path + ":small"!r}, plan, processes=2, train_step=True,
+                                 inputs={{"token_ids": spec, "padding_mask": spec}})
+        print(result)
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, env=environment(), timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "gathered output matches" in out.stdout
+    assert "the train step's loss and every updated variable match" in out.stdout
+    assert not workers_left()

@@ -9,12 +9,21 @@ from typing import Any
 
 from ..errors import ShardvizError
 from ..model.builders import load_builder
-from .options import add_builder, add_inputs, add_outputs, add_plan, build_plan, parse_inputs
+from .options import (
+    SHAPE,
+    add_builder,
+    add_inputs,
+    add_outputs,
+    add_plan,
+    build_plan,
+    parse_inputs,
+)
 from .running import UsageError, running
 
 EXIT_CODES = """exit codes:
   0  every shard on every host agrees with shardviz, and the gathered output
-     matches a single-process run
+     (with --train-step, the step's loss and updated variables) matches a
+     single-process run
   1  a disagreement, a worker that crashed or failed, or a run past --timeout
      (one line each)
   2  a usage error, a plan that Keras refuses (Keras's message), or a builder
@@ -26,13 +35,23 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
         "verify", help="run a plan on N local processes and check every shard",
         description="Start N local processes on 127.0.0.1, each with its share of the simulated "
         "devices, as N hosts of JAX's multi-process runtime. Each runs the plan's exported "
-        "multi-host code and a jitted forward pass; every shard each host holds is compared "
-        "with shardviz's prediction, and the gathered output with a single-process run.",
+        "multi-host code and a jitted forward pass (with --train-step, one model.fit step too); "
+        "every shard each host holds is compared with shardviz's prediction, and the gathered "
+        "output (and the step's loss and updated variables) with a single-process run.",
         epilog=EXIT_CODES, **common)
     add_builder(parser)
     add_plan(parser)
-    add_inputs(parser, "the global batch, e.g. 8x64; repeat for several inputs, with NAME= on "
-               "each for a model that takes a dict, e.g. token_ids=8x128:int32", named=True)
+    group = add_inputs(parser, "the global batch, e.g. 8x64; repeat for several inputs, with "
+                       "NAME= on each for a model that takes a dict, e.g. "
+                       "token_ids=8x128:int32", named=True)
+    group.add_argument("--train-step", action="store_true",
+                       help="also run one model.fit step (the model's own train step; SGD and "
+                       "mean squared error if the builder did not compile the model) on every "
+                       "process, and compare its loss and every updated variable with one "
+                       "process")
+    group.add_argument("--labels", metavar=SHAPE,
+                       help="with --train-step: the labels' shape, e.g. 8x10 (default: the "
+                       "output's shape, float32)")
     hosts = parser.add_argument_group("the processes")
     hosts.add_argument("--processes", type=int, metavar="N", help="how many local processes")
     hosts.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
@@ -50,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--processes {args.processes}: give at least 1 process")
     if not args.inputs:
         raise UsageError("give --inputs, the global batch, e.g. --inputs 8x64")
+    if args.labels and not args.train_step:
+        raise UsageError("--labels is for the train step: add --train-step")
     try:
         check_timeout(args.timeout, "--timeout ")
     except ShardvizError as e:
@@ -61,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
         with running(args.quiet, f"running the plan on {args.processes} local processes",
                      passing=(TimedOut,)):
             result = verify(args.builder, plan, processes=args.processes, inputs=inputs,
-                            timeout=args.timeout)
+                            timeout=args.timeout, train_step=args.train_step,
+                            labels=parse_inputs(args.labels, "--labels") if args.labels
+                            else None)
     except TimedOut as e:
         print(f"FAIL {' '.join(e.message.split())} (hint: {' '.join(e.hint.split())})")
         return 1

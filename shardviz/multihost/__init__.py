@@ -7,7 +7,9 @@ unchanged, builds the model and runs a jitted forward pass on its rows of
 the batch (:mod:`shardviz.multihost.worker`). Then every shard each host holds,
 of every variable and output, is compared with shardviz's prediction for
 that host, and the gathered output with a single-process run of the same
-model and weights. Every process started is stopped: on success, on
+model and weights. With ``train_step=True`` each also runs one ``model.fit``
+step on its rows, and the loss and every updated variable are compared with
+the same step in one process (:mod:`.train_check`). Every process started is stopped: on success, on
 failure, on a time-out and on Ctrl-C.
 """
 
@@ -36,11 +38,11 @@ import pandas as pd
 from ..errors import ShardvizError
 from ..model.builders import builder_ref, load_builder
 from ..plan import as_plan, check_processes
+from .train_check import SEED, label_spec_of, reference_output, reference_step, step_lines
 
 DEFAULT_TIMEOUT = 180.0
 """Seconds verification may take, the model built in this process and the
 workers' run included, before it is stopped."""
-SEED = 0
 SEED_HINT = ("Seed the builder so that every process builds the same weights: call "
              "keras.utils.set_random_seed(0) at its start, and give any other random source "
              "it uses (NumPy generators, initializer seeds) a fixed seed.")
@@ -78,6 +80,9 @@ class Verification:
     single-process output."""
     seconds: float
     report: Any = dataclasses.field(default=None, repr=False)
+    step_max_abs_diff: float | None = None
+    """With ``train_step=True``: the largest difference between the train
+    step's loss and updated variables on the processes and in one process."""
 
     @property
     def lines(self) -> list[str]:
@@ -95,6 +100,9 @@ class Verification:
         tail = (f"; gathered output matches the single-process run (max |diff| "
                 f"{self.max_abs_diff:.2e})" if self.agree and self.max_abs_diff is not None
                 else "")
+        if self.agree and self.step_max_abs_diff is not None:
+            tail += ("; the train step's loss and every updated variable match the single-"
+                     f"process step (max |diff| {self.step_max_abs_diff:.2e})")
         return "\n".join([head + tail + f" ({self.seconds:.1f} s)"] + self.lines)
 
 
@@ -198,25 +206,6 @@ def _compare(report, results: list[dict], processes: int) -> tuple[list[str], in
     return lines, checked
 
 
-def _reference(builder, names: list[str] | None, inputs: list) -> list[np.ndarray]:
-    """The model's output in this process, with no distribution, from the
-    same seed (so the same weights) and the same inputs as the workers."""
-    from .._adapters.keras import set_random_seed
-
-    set_random_seed(SEED)
-    model = builder()
-    rng = np.random.default_rng(SEED)
-    xs = [np.zeros(shape, dtype) if np.issubdtype(np.dtype(dtype), np.integer)
-          else rng.standard_normal(shape).astype(dtype) for shape, dtype in inputs]
-    import jax
-
-    from ..model.inputs import call_args
-
-    batch = dict(zip(names, xs)) if names else xs[0] if len(xs) == 1 else xs
-    out = model(*call_args(model, batch))
-    return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(out)]
-
-
 def _signal_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)
@@ -300,7 +289,8 @@ def _worker_env() -> dict[str, str]:
 
 
 def verify(builder: object, plan: object, processes: int = 2, inputs: object = None,
-           timeout: float = DEFAULT_TIMEOUT, workdir: str | None = None) -> Verification:
+           timeout: float = DEFAULT_TIMEOUT, workdir: str | None = None,
+           train_step: bool = False, labels: object = None) -> Verification:
     """Run ``plan`` on ``processes`` local processes and compare what each
     host holds with shardviz's prediction.
 
@@ -314,6 +304,12 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
         inputs: the global batch's shapes, e.g. ``(8, 64)``; a list for
             several inputs, or a dict of name to ``jax.ShapeDtypeStruct`` (or
             shape) for a model that takes a dict.
+        train_step: also run one ``model.fit`` step (the model's own train
+            step; SGD and mean squared error if the builder did not compile
+            it) on every process, and compare its loss and every updated
+            trainable variable with the same step in one process.
+        labels: the labels' shape for the train step (one array); by
+            default the model's output's, float32.
         timeout: seconds, a finite number above 0, for the whole verification:
             the model built in this process and the workers' run. The workers
             are then stopped, with every process they started.
@@ -358,6 +354,8 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
     tree, names, specs = _inputs(inputs)
     stage = ["building the model"]
     expected_output: list[np.ndarray] = []
+    label_spec: list | None = None
+    expected_step: tuple[float, dict[str, np.ndarray]] | None = None
 
     def progress(what: str) -> None:
         stage[0] = what
@@ -367,7 +365,12 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
             report = analyze(builder_fn, plan, tree, processes=n, progress=progress)
             if not report.errors:
                 stage[0] = "building the model for the single-process run"
-                expected_output = _reference(builder_fn, names, specs)
+                expected_output = reference_output(builder_fn, names, specs)
+                if train_step:
+                    stage[0] = "running the single-process train step"
+                    label_spec = label_spec_of(
+                        None if labels is None else _inputs(labels)[2], expected_output)
+                    expected_step = reference_step(builder_fn, names, specs, label_spec)
     except _Alarm:
         raise TimedOut(
             f"verify timed out after {timeout:g} s in this process while {stage[0]}; no worker "
@@ -388,6 +391,7 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
     directory = os.path.abspath(workdir or tempfile.mkdtemp(prefix="shardviz-verify-"))
     spec = {"builder": ref, "code": code, "processes": n, "port": free_port(),
             "devices_per_process": plan.mesh_size // n, "inputs": specs, "input_names": names,
+            "labels": label_spec,
             "seed": SEED, "dir": directory, "parent": os.getpid(),
             "sys_path": [os.path.abspath(p) if p else os.getcwd() for p in sys.path]}
     spec_path = os.path.join(directory, "spec.json")
@@ -445,7 +449,7 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
             if not r.get("ok"):
                 failures.append(f"worker {r['process']} failed while {r.get('stage')}: "
                                 f"{r.get('error', '')}")
-    checked, max_diff = 0, None
+    checked, max_diff, step_diff = 0, None, None
     lines: list[str] = []
     if not failures:
         lines, checked = _compare(report, results, n)
@@ -470,6 +474,9 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
                                      f"process run (max |diff| {diff:.3g})")
         else:
             lines.append("process 0 wrote no gathered output")
+        if expected_step is not None:
+            found, step_diff = step_lines(directory, results, expected_step)
+            lines += found
     agree = not lines and not failures
     if own_dir and agree:
 
@@ -479,4 +486,5 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
     return Verification(processes=n, agree=agree, disagreements=lines, failures=failures,
                         hosts=report.hosts,
                         checked=checked, max_abs_diff=max_diff,
-                        seconds=time.perf_counter() - start, report=report)
+                        seconds=time.perf_counter() - start, report=report,
+                        step_max_abs_diff=step_diff if expected_step is not None else None)

@@ -114,13 +114,9 @@ def main(spec_path: str, process_id: int) -> int:
         with distribution.scope():
             model = builder()
         enter("running the forward pass")
-        rng = np.random.default_rng(int(spec["seed"]))
-        inputs = []
-        for shape, dtype in spec["inputs"]:
-            if np.issubdtype(np.dtype(dtype), np.integer):
-                inputs.append(np.zeros(shape, dtype))
-            else:
-                inputs.append(rng.standard_normal(shape).astype(dtype))
+        from shardviz.multihost.train_check import arrays
+
+        inputs = arrays(spec["inputs"], int(spec["seed"]))
         placed = [namespace["global_batch"](namespace["local_batch"](x), x.shape[0])
                   for x in inputs]
         positions = {d.id: p for p, d in enumerate(namespace["mesh"].backend_mesh.devices.flat)}
@@ -150,6 +146,9 @@ def main(spec_path: str, process_id: int) -> int:
         gathered = [np.asarray(g) for g in jax.tree_util.tree_leaves(namespace["gather"](outputs))]
         if process_id == 0:
             np.savez(os.path.join(spec["dir"], "output.npz"), *gathered)
+        if spec.get("labels"):
+            enter("running a train step")
+            _train_step(model, namespace, inputs, names, spec, process_id, result)
         result["ok"] = True
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as data
         result["ok"] = False
@@ -166,6 +165,27 @@ def main(spec_path: str, process_id: int) -> int:
     os.replace(out_path + ".tmp", out_path)
     sys.stdout.flush()
     return 0 if result["ok"] else 1
+
+
+def _train_step(model, namespace: dict, inputs: list, names: list | None, spec: dict,
+                process_id: int, result: dict) -> None:
+    """One ``model.fit`` step on this host's rows; process 0 keeps the loss
+    and the gathered trainable variables."""
+    import numpy as np
+
+    from shardviz.multihost.train_check import arrays, one_step, ready_to_train
+
+    (labels,) = arrays([spec["labels"]], int(spec["seed"]) + 1)
+    ready_to_train(model)
+    local = [namespace["local_batch"](x) for x in inputs]
+    x = dict(zip(names, local)) if names else local[0] if len(local) == 1 else local
+    y = namespace["local_batch"](labels)
+    loss = one_step(model, x, y, len(y))
+    values = namespace["gather"]([v.value for v in model.trainable_variables])
+    if process_id == 0:
+        np.savez(os.path.join(spec["dir"], "train.npz"), *[np.asarray(v) for v in values])
+        result["loss"] = loss
+        result["trainable_paths"] = [v.path for v in model.trainable_variables]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,140 @@
+"""The data, the single-process runs and the train step that
+:func:`~shardviz.multihost.verify` compares the workers with. The forward
+pass and the train step run the same way in every worker and in one
+process: the same arrays from the same seed, and one ``model.fit`` step (the
+model's own train step) of a model compiled as its builder compiled it, or
+with plain SGD and mean squared error when it was not compiled.
+
+With SGD, an updated variable is the old one less the learning rate times
+its gradient, so updated variables that agree mean gradients that agree; with
+another optimizer they are compared as updated.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import ShardvizError
+
+LEARNING_RATE = 0.1
+"""The SGD learning rate for a model its builder did not compile."""
+
+RTOL, ATOL = 1e-4, 1e-5
+"""How close the multi-process and the single-process values must be."""
+SEED = 0
+"""The seed of the weights and of the data, in every process."""
+
+
+def arrays(specs: list, seed: int) -> list[np.ndarray]:
+    """One array per ``[shape, dtype]``: standard normal floats, and integers
+    0 or 1 (valid token ids and padding masks).
+
+    >>> ids, x = arrays([[[2, 3], "int32"], [[2], "float32"]], 0)
+    >>> ids.dtype.name, set(ids.ravel().tolist()) <= {0, 1}, x.shape, x.dtype.name
+    ('int32', True, (2,), 'float32')
+    """
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 2, shape).astype(dtype) if np.issubdtype(np.dtype(dtype), np.integer)
+            else rng.standard_normal(shape).astype(dtype) for shape, dtype in specs]
+
+
+def ready_to_train(model) -> None:
+    """Compile ``model`` for a step if its builder did not."""
+    from .._adapters import keras as keras_adapter
+
+    if not keras_adapter.is_compiled(model):
+        keras = keras_adapter.keras()
+        model.compile(optimizer=keras.optimizers.SGD(LEARNING_RATE), loss="mse")
+
+
+def one_step(model, x, y, batch_size: int) -> float:
+    """One ``model.fit`` step on ``(x, y)``; its loss."""
+    history = model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
+    return float(history.history["loss"][-1])
+
+
+def step_differences(loss: float, variables: dict[str, np.ndarray], want_loss: float,
+                     want: dict[str, np.ndarray]) -> tuple[list[str], float]:
+    """Lines for each value that differs from the single-process step, and
+    the largest difference."""
+    lines = []
+    worst = abs(loss - want_loss)
+    if not np.allclose(loss, want_loss, rtol=RTOL, atol=ATOL):
+        lines.append(f"train step: the loss is {loss:.6g} on the processes and {want_loss:.6g} "
+                     "in one process")
+    for path, value in want.items():
+        got = variables.get(path)
+        if got is None or got.shape != value.shape:
+            lines.append(f"train step: {path} was not gathered with its shape {value.shape}")
+            continue
+        diff = float(np.max(np.abs(got.astype(np.float64) - value.astype(np.float64)))) \
+            if value.size else 0.0
+        worst = max(worst, diff)
+        if not np.allclose(got, value, rtol=RTOL, atol=ATOL):
+            lines.append(f"train step: updated {path} differs from the single-process step "
+                         f"(max |diff| {diff:.3g})")
+    return lines, worst
+
+
+def reference_output(builder, names: list[str] | None, inputs: list) -> list[np.ndarray]:
+    """The model's output in this process, with no distribution, from the
+    same seed (so the same weights) and the same inputs as the workers."""
+    from .._adapters.keras import set_random_seed
+
+    set_random_seed(SEED)
+    model = builder()
+    xs = arrays(inputs, SEED)
+    import jax
+
+    from ..model.inputs import call_args
+
+    batch = dict(zip(names, xs)) if names else xs[0] if len(xs) == 1 else xs
+    out = model(*call_args(model, batch))
+    return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(out)]
+
+
+def label_spec_of(labels: list | None, outputs: list[np.ndarray]) -> list:
+    """``[shape, dtype]`` of the train step's labels, from the ``[shape,
+    dtype]`` of each array given (None: the model's one output's shape)."""
+    if labels is None:
+        if len(outputs) != 1:
+            raise ShardvizError("The model has several outputs: give labels= for the train step.",
+                                hint="For example labels=(8, 10).")
+        return [list(outputs[0].shape), "float32"]
+    specs = labels
+    if len(specs) != 1:
+        raise ShardvizError("labels= must be one array's shape for the train step.",
+                            hint="For example labels=(8, 10).")
+    return specs[0]
+
+
+def step_lines(directory: str, results: list[dict],
+                expected: tuple[float, dict[str, np.ndarray]]) -> tuple[list[str], float]:
+    """The train step on the processes (process 0's gathered values) against
+    the single-process step."""
+    first = next((r for r in results if r.get("process") == 0), {})
+    path = os.path.join(directory, "train.npz")
+    if "loss" not in first or not os.path.exists(path):
+        return ["process 0 wrote no train step"], 0.0
+    with np.load(path) as data:
+        values = [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[1]))]
+    gathered = dict(zip(first["trainable_paths"], values))
+    return step_differences(first["loss"], gathered, *expected)
+
+
+def reference_step(builder, names: list[str] | None, inputs: list,
+                    labels: list) -> tuple[float, dict[str, np.ndarray]]:
+    """One ``model.fit`` step in this process, with no distribution: its loss
+    and the updated trainable variables, by path."""
+    from .._adapters.keras import set_random_seed
+
+    set_random_seed(SEED)
+    model = builder()
+    ready_to_train(model)
+    xs = arrays(inputs, SEED)
+    (y,) = arrays([labels], SEED + 1)
+    loss = one_step(model, dict(zip(names, xs)) if names else xs[0] if len(xs) == 1 else xs,
+                    y, len(y))
+    return loss, {v.path: np.asarray(v.value) for v in model.trainable_variables}
