@@ -41,6 +41,7 @@ _LAZY = {
     "fit": ("shardviz.planner", "fit"),
     "audit": ("shardviz.planner", "audit"),
     "Audit": ("shardviz.planner", "Audit"),
+    "layout_map_for": ("shardviz.planner", "layout_map_for"),
     "FitAnswer": ("shardviz.planner", "FitAnswer"),
     "show_sweep": ("shardviz.render.pictures", "show_sweep"),
     "verify": ("shardviz.multihost", "verify"),

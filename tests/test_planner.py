@@ -160,3 +160,59 @@ def test_an_embedding_whose_vocabulary_does_not_divide_is_split_by_hidden_size()
         assert axes[key] == (None, "model")
         assert "hidden size" in c.reasons[key]
         assert builds_under(c.plan, odd_vocabulary)
+
+
+def small_gemma():
+    """keras-hub Gemma: heads-first q/k/v kernels (heads, hidden, head_dim), one kv head,
+    a gated feed-forward layer of square kernels, and a ReversibleEmbedding."""
+    import keras_hub
+
+    return keras_hub.models.GemmaBackbone(
+        vocabulary_size=256, num_layers=2, num_query_heads=4, num_key_value_heads=1,
+        hidden_dim=64, intermediate_dim=128, head_dim=16, name="g")
+
+
+def test_gemma_roles_are_read_from_structure():
+    pytest.importorskip("keras_hub")
+    from shardviz.model.scan import scan
+
+    role = {r.path: r for r in roles(scan(small_gemma))}
+    for block in ("decoder_block_0", "decoder_block_1"):
+        # (heads, hidden, head_dim): the heads are dim 0, whatever the hidden size.
+        assert (role[f"{block}/attention/query/kernel"].kind,
+                role[f"{block}/attention/query/kernel"].dim) == ("heads-in", 0)
+        # The gate and the up projection widen the same input; the last narrows back,
+        # in every block alike.
+        assert [role[f"{block}/{n}/kernel"].kind for n in
+                ("ffw_gating", "ffw_gating_2", "ffw_linear")] == ["column", "column", "row"]
+    assert role["token_embedding/embeddings"].kind == "embedding"  # a ReversibleEmbedding
+
+
+def test_gemma_reasons_count_its_heads_and_name_the_gather():
+    pytest.importorskip("keras_hub")
+    best = next(c for c in shardviz.suggest(small_gemma, devices=8, top=3)
+                if c.plan.mesh_dict == {"batch": 2, "model": 4})
+    reasons = " | ".join(best.reasons.values())
+    assert "each device computes 1 of the 4 heads" in reasons
+    assert "gathered from the device that holds it" in reasons
+    assert "contract over features" not in best.reasons.get(".*embeddings", "")
+
+
+def test_a_budget_only_low_ranked_plans_meet_still_finds_one():
+    def build():
+        return examples.mlp(d_model=512, hidden=2048)
+
+    every = shardviz.suggest(build, devices=8, inputs=(8, 512), top=20, compile_top=20)
+    smallest = min(c.bytes_per_device for c in every)
+    assert every[0].bytes_per_device > smallest  # the best ranked does not meet it
+    found = shardviz.suggest(build, devices=8, inputs=(8, 512), budget_bytes=smallest, top=1,
+                             compile_top=1)
+    assert len(found) == 1 and found[0].compiled and found[0].bytes_per_device <= smallest
+
+
+def test_prefer_memory_ranks_by_bytes_and_says_so():
+    found = shardviz.suggest(examples.mlp, devices=8, inputs=(8, 16), top=4, prefer="memory")
+    sizes = [c.bytes_per_device for c in found]
+    assert sizes == sorted(sizes) and found.ranking.startswith("ranked by bytes per device")
+    with pytest.raises(ShardvizError, match=r"prefer='speed'\) is not a ranking"):
+        shardviz.suggest(examples.mlp, devices=8, prefer="speed")

@@ -34,6 +34,9 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
     plans = parser.add_argument_group("the plans")
     plans.add_argument("--budget", metavar="SIZE", help="bytes per device, e.g. 12GB")
     plans.add_argument("--top", type=int, default=5, metavar="K", help="how many (default 5)")
+    plans.add_argument("--prefer", choices=("time", "communication", "memory"), default="time",
+                       help="rank by the estimated step time (default; communication first "
+                       "without a target), by communication, or by bytes per device")
     add_outputs(parser, "plan-out", quiet="the table")
 
 
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     with running(args.quiet, "recognising the model's structure and ranking plans"):
         found = suggest(builder, devices=args.devices, target=args.target,
                         inputs=inputs_of(args.inputs), budget_bytes=budget,
-                        train_step=args.train_step, top=args.top)
+                        train_step=args.train_step, top=args.top, prefer=args.prefer)
     if not found:
         why = ""
         if found.smallest is not None:
@@ -84,6 +87,8 @@ def print_plans(found: Any, quiet: bool) -> None:
     print(shown.to_string(index=False))
     if quiet:
         return
+    if found.ranking:
+        print(f"({found.ranking})")
     for i, c in enumerate(found):
         print(f"\n[{i}] {c.name} on {table['mesh'][i]}")
         for note in c.notes:

@@ -107,6 +107,9 @@ class OutputInfo:
     """``shapes`` for every call of the layer in one forward pass: a layer
     reused in the model (a tied embedding) is called several times, and one
     ``/output`` rule constrains every call."""
+    embedding: bool = False
+    """Whether the layer is a Keras ``Embedding`` (or a subclass, such as
+    keras-hub's ``ReversibleEmbedding``): its table is read by a gather."""
     symbolic_structure: bool = False
     """Whether, while the builder built the model, the layer returned several
     symbolic tensors (a list or tuple of KerasTensors). Keras cannot apply an
@@ -307,11 +310,18 @@ def _dedupe(records: Sequence[tuple], calls: bool,
             path=path,
             layer=getattr(layer, "name", path.rpartition("/")[0].rpartition("/")[2]),
             layer_class=type(layer).__name__ if layer is not None else "",
+            embedding=_is_embedding(layer),
             shapes=call_shapes[0],
             call_shapes=tuple(call_shapes),
             symbolic_structure=path in structured,
         ))
     return tuple(out)
+
+
+def _is_embedding(layer: object) -> bool:
+    from .._adapters.keras import keras
+
+    return isinstance(layer, keras().layers.Embedding)
 
 
 def forward_lookups(model: Any, input_specs: object) -> list[tuple]:

@@ -35,6 +35,7 @@ from .candidates import TABLE_COLUMNS, TIGHT, Candidate, Suggestions
 from .diff import plan_diff
 from .fit_answer import FitAnswer
 from .fit_search import fit
+from .layout_maps import layout_map_for, plan_for_mesh
 from .meshes import _meshes as _meshes  # tests/test_arguments.py
 from .meshes import divisors, factorisations, mesh_count
 from .roles import Role, roles
@@ -55,6 +56,6 @@ __all__ = [
     "FSDP_MIN_BYTES", "MAX_SWEEP_MESHES", "REASONS", "SEQUENCE_LAYERS", "SWEEP_COLUMNS",
     "TABLE_COLUMNS", "TIGHT", "Audit", "Candidate", "FitAnswer", "Role", "Suggestions",
     "activations_dominate", "audit", "divisors", "factorisations", "fit", "fully_sharded_specs",
-    "mesh_count", "plan_diff", "roles", "rules_for", "sequence_parallel_specs", "suggest",
-    "sweep", "tensor_parallel_specs",
+    "layout_map_for", "mesh_count", "plan_diff", "plan_for_mesh", "roles", "rules_for",
+    "sequence_parallel_specs", "suggest", "sweep", "tensor_parallel_specs",
 ]

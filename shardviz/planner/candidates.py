@@ -97,6 +97,8 @@ class Suggestions(list):
     smallest: tuple[int, str, str] | None = None
     """``(bytes per device, mesh, strategy)`` of the smallest plan considered,
     kept or not: what a budget must allow."""
+    ranking: str = ""
+    """What the candidates are ranked by (``suggest(prefer=)``)."""
 
     @property
     def table(self) -> pd.DataFrame:

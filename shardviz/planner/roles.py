@@ -31,10 +31,10 @@ class Role:
 def roles(scan: Scan) -> list[Role]:
     """Each variable's role, from its shape, its rank, its layer's class and
     its layer's output rank; never from its name."""
-    by_layer: dict[str, tuple[str, int]] = {}
+    by_layer: dict[str, tuple[str, tuple, bool]] = {}
     for o in scan.outputs:
-        rank = len(o.shapes[0]) if o.shapes else 0
-        by_layer.setdefault(o.layer_path, (o.layer_class, rank))
+        by_layer.setdefault(o.layer_path, (o.layer_class, tuple(o.shapes[0]) if o.shapes else (),
+                                           o.embedding))
     kernels: dict[str, Any] = {}
     for v in scan.variables:
         # A frozen kernel (LoRA, quantized) is split all the same; LoRA's own
@@ -42,31 +42,77 @@ def roles(scan: Scan) -> list[Role]:
         if len(v.shape) >= 2 and v.path.rpartition("/")[2] not in LORA_FACTORS:
             kernels.setdefault(v.layer, v)
     out: list[Role] = []
-    square_seen = 0
+    square_column = _square_columns([v for v in kernels.values()
+                                     if len(v.shape) == 2 and v.shape[0] == v.shape[1]])
     for v in scan.variables:
-        layer_class, out_rank = by_layer.get(v.layer, ("", 0))
+        layer_class, out_shape, embedding = by_layer.get(v.layer, ("", (), False))
+        out_rank = len(out_shape)
         kernel = kernels.get(v.layer)
         kind, dim = "other", None
-        if layer_class == "Embedding" and len(v.shape) == 2:
+        if (embedding or layer_class == "Embedding") and len(v.shape) == 2:
             kind, dim = "embedding", 0
         elif kernel is not None and v is kernel and len(v.shape) == 2:
             d_in, d_out = v.shape
-            if d_out > d_in or (d_out == d_in and square_seen % 2 == 0):
+            if d_out > d_in or (d_out == d_in and square_column[v.path]):
                 kind, dim = "column", 1
             else:
                 kind, dim = "row", 0
-            if d_out == d_in:
-                square_seen += 1
         elif kernel is not None and v is kernel and len(v.shape) == 3:
-            if out_rank >= 4 or v.shape[0] > v.shape[1]:  # (d_model, heads, head_dim)
-                kind, dim = "heads-in", 1
+            if out_rank >= 4 or v.shape[0] > v.shape[1]:  # into heads
+                kind, dim = "heads-in", _heads_dim(v.shape, out_shape)
             else:  # (heads, head_dim, d_model)
                 kind, dim = "heads-out", 0
         elif kernel is not None and v is not kernel and v.trainable:
             k_role = next((r for r in out if r.path == kernel.path), None)
             if k_role is not None and k_role.kind == "column" and v.shape == (kernel.shape[1],):
                 kind, dim = "column-bias", 0
-            elif k_role is not None and k_role.kind == "heads-in" and v.shape == kernel.shape[1:]:
+            elif k_role is not None and k_role.kind == "heads-in" and len(v.shape) == 2 \
+                    and k_role.dim is not None and v.shape[0] == kernel.shape[k_role.dim] \
+                    and v.shape[1] == kernel.shape[-1]:
                 kind, dim = "heads-in-bias", 0
         out.append(Role(v.path, kind, dim, layer_class))
+    return out
+
+
+def _heads_dim(kernel: tuple[int, ...], out_shape: tuple) -> int:
+    """The heads dim of a 3-D kernel that projects into heads: the dim, not
+    the last, whose size is the heads dim of the layer's output ``(batch,
+    length, heads, head_dim)``, so that ``(d_model, heads, head_dim)`` and
+    the heads-first ``(heads, d_model, head_dim)`` are both read right.
+
+    >>> _heads_dim((64, 4, 16), (2, 8, 4, 16)), _heads_dim((4, 64, 16), (2, 8, 4, 16))
+    (1, 0)
+    """
+    if len(out_shape) >= 4:
+        heads = out_shape[-2]
+        matches = [d for d in range(len(kernel) - 1) if kernel[d] == heads]
+        if len(matches) == 1:
+            return matches[0]
+        if 1 in matches:
+            return 1
+    return 1
+
+
+def _square_columns(squares: list) -> dict[str, bool]:
+    """Whether each square 2-D kernel is taken as column-parallel (else row),
+    counted within each parent layer (a block), in the model's order: pairs
+    alternate column, row; an odd count starts with two columns (a gated
+    feed-forward layer: the gate and the up projection read the same input,
+    then one projection narrows back). Shapes alone cannot tell; a compile
+    of the candidate shows what it costs.
+
+    >>> class V:
+    ...     def __init__(self, path): self.path, self.layer = path, path.rpartition("/")[0]
+    >>> sq = [V(f"b{i}/{n}/kernel") for i in (0, 1) for n in ("gate", "up", "down")]
+    >>> [_square_columns(sq)[v.path] for v in sq]
+    [True, True, False, True, True, False]
+    """
+    by_parent: dict[str, list] = {}
+    for v in squares:
+        by_parent.setdefault(v.layer.rpartition("/")[0], []).append(v)
+    out = {}
+    for members in by_parent.values():
+        start = 1 if len(members) % 2 and len(members) >= 3 else 0
+        for i, v in enumerate(members):
+            out[v.path] = True if i < start else (i - start) % 2 == 0
     return out

@@ -34,7 +34,9 @@ REASONS = {
     "heads-in-bias": "the bias of a head projection is split by heads, like its kernel",
     "heads-out": "the output projection takes the heads as they are split (row-parallel): one "
                  "all-reduce per attention block",
-    "embedding": "the embedding table is split by vocabulary over `{axis}`",
+    "embedding": "the embedding table is split by vocabulary over `{axis}`: each device holds "
+                 "1/{k} of the rows, and each token's row is gathered from the device that "
+                 "holds it",
     "embedding-hidden": "the embedding table is split by hidden size over `{axis}` (its "
                         "vocabulary does not divide)",
     "sequence": "sequence-parallel: norms and residual adds work on a slice of the sequence "

@@ -50,10 +50,18 @@ def _estimated_comm(report: Report, scan: Scan, train_step: bool) -> int:
     return total
 
 
+PREFER = {
+    "time": "the estimated step time on a target, then communication, then bytes per device",
+    "communication": "communication, then bytes per device",
+    "memory": "bytes per device, then communication",
+}
+"""What :func:`suggest` ranks by, for each ``prefer``."""
+
+
 def suggest(model_or_builder: object, devices: int | None = None, target: str | None = None,
             inputs: object = None, budget_bytes: int | str | None = None,
             train_step: bool = False, top: int = 5, compile_top: int | None = None,
-            labels: object = None) -> Suggestions:
+            labels: object = None, prefer: str = "time") -> Suggestions:
     """Plans to try for a model, best first.
 
     Candidates are data parallel, fully sharded, Megatron tensor parallel
@@ -76,7 +84,14 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
         inputs: model inputs; without them nothing is compiled.
         budget_bytes: keep only candidates needing at most this many bytes
             per device (XLA's total when compiled, else the variables'): a
-            number, or a size such as ``"12GB"`` or ``"12GiB"``.
+            number, or a size such as ``"12GB"`` or ``"12GiB"``. Candidates
+            are compiled down the ranking until ``top`` meet it, so a plan
+            that meets the budget is found whenever one of the strategies
+            does.
+        prefer: the trade between memory and communication: ``"time"``
+            (the default: the estimated step time on a target, else
+            communication first), ``"communication"`` or ``"memory"``
+            (bytes per device first). ``Suggestions.ranking`` says it.
         train_step: plan for the train step ``model.fit`` runs rather than
             a forward pass.
         top: how many candidates to return.
@@ -98,6 +113,9 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
         raise ShardvizError(f"suggest(compile_top={compile_top!r:.40}): give how many of the "
                             "best candidates to compile, at least 1.",
                             hint="For example compile_top=3, or leave it out for top + 2.")
+    if prefer not in PREFER:
+        raise ShardvizError(f"suggest(prefer={prefer!r:.40}) is not a ranking.",
+                            hint="Give 'time', 'communication' or 'memory'.")
     budget = None if budget_bytes is None else as_bytes(budget_bytes, "budget_bytes")
     hardware = parse_target(target)
     if devices is not None:
@@ -127,10 +145,17 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
     everything = list(found)
     if budget is not None:
         found = [c for c in found if c.bytes_per_device <= budget]
-    found.sort(key=lambda c: (c.tight, c.comm_bytes, c.bytes_per_device, len(c.plan.rules)))
+    if prefer == "memory":
+        found.sort(key=lambda c: (c.tight, c.bytes_per_device, c.comm_bytes, len(c.plan.rules)))
+    else:
+        found.sort(key=lambda c: (c.tight, c.comm_bytes, c.bytes_per_device, len(c.plan.rules)))
     if inputs is not None:
-        confirmed = []
-        for c in found[: (int(compile_top) if compile_top is not None else top + 2)]:
+        confirmed: list[Candidate] = []
+        first = int(compile_top) if compile_top is not None else top + 2
+        for i, c in enumerate(found):
+            # With a budget, go on down the ranking until enough meet it.
+            if i >= first and (budget is None or len(confirmed) >= top):
+                break
             full = analyze(scan, c.plan, inputs=inputs, train_step=train_step, target=target,
                            labels=labels)
             if full.errors or full.trace is None:
@@ -149,10 +174,16 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
                 continue
             confirmed.append(c)
         found = _undominated(confirmed)
-        found.sort(key=lambda c: (not c.fits, c.seconds if c.seconds is not None else 0.0,
-                                  c.comm_bytes, c.bytes_per_device))
+        if prefer == "memory":
+            found.sort(key=lambda c: (not c.fits, c.bytes_per_device, c.comm_bytes))
+        elif prefer == "communication":
+            found.sort(key=lambda c: (not c.fits, c.comm_bytes, c.bytes_per_device))
+        else:
+            found.sort(key=lambda c: (not c.fits, c.seconds if c.seconds is not None else 0.0,
+                                      c.comm_bytes, c.bytes_per_device))
         everything = everything + confirmed
     out = Suggestions(found[:top])
+    out.ranking = "ranked by " + PREFER[prefer]
     if everything:
         smallest = min(everything, key=lambda c: c.bytes_per_device)
         out.smallest = (smallest.bytes_per_device, _mesh_text(smallest.plan), smallest.name)
