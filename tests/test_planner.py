@@ -216,3 +216,28 @@ def test_prefer_memory_ranks_by_bytes_and_says_so():
     assert sizes == sorted(sizes) and found.ranking.startswith("ranked by bytes per device")
     with pytest.raises(ShardvizError, match=r"prefer='speed'\) is not a ranking"):
         shardviz.suggest(examples.mlp, devices=8, prefer="speed")
+
+
+def test_mixture_of_experts_weights_are_split_by_expert_and_the_router_stays_whole():
+    pytest.importorskip("keras_hub")
+    import keras_hub
+
+    from shardviz.model.scan import scan
+    from shardviz.planner import tensor_parallel_specs
+
+    def moe():
+        return keras_hub.models.QwenMoeBackbone(
+            vocabulary_size=256, num_layers=1, num_query_heads=8, num_key_value_heads=2,
+            hidden_dim=128, intermediate_dim=256, moe_intermediate_dim=64,
+            shared_expert_intermediate_dim=128, num_experts=4, name="moe")
+
+    s = scan(moe)
+    role = {r.path: r for r in roles(s)}
+    block = "transformer_layer_0/qwen_sparse_moe_block"
+    experts = [p for p in role if p.startswith(f"{block}/experts/")]
+    assert experts and all((role[p].kind, role[p].dim) == ("experts", 0) for p in experts)
+    assert role[f"{block}/sparse_feedforward_gate_dense/kernel"].kind == "router"
+    # 4 experts over 4 devices: one each; over 8, each expert is split inside instead.
+    assert all(tensor_parallel_specs(s, "model", 4)[p][0] == "model" for p in experts)
+    inner = tensor_parallel_specs(s, "model", 8)
+    assert all(inner[p][0] is None and "model" in inner[p] for p in experts)

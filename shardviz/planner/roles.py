@@ -22,7 +22,9 @@ class Role:
     """``"column"`` (a Dense kernel that widens), ``"row"`` (one that narrows
     back), ``"column-bias"``, ``"heads-in"`` (an attention projection into
     heads), ``"heads-in-bias"``, ``"heads-out"`` (the projection out of
-    heads), ``"embedding"``, or ``"other"``."""
+    heads), ``"embedding"``, ``"experts"`` (one of a mixture-of-experts
+    layer's weights, ``(experts, in, out)``), ``"router"`` (the small kernel
+    that scores the experts: left replicated), or ``"other"``."""
     dim: int | None
     """The dim a tensor-parallel split goes on, or None."""
     layer_class: str
@@ -41,6 +43,10 @@ def roles(scan: Scan) -> list[Role]:
         # factors follow their kernel (specs.lora_specs), whatever their shape.
         if len(v.shape) >= 2 and v.path.rpartition("/")[2] not in LORA_FACTORS:
             kernels.setdefault(v.layer, v)
+    experts = _expert_layers(scan)
+    routers = {v.path for v in scan.variables if len(v.shape) == 2 and any(
+        v.shape[1] == count and v.layer.rpartition("/")[0] == layer.rpartition("/")[0]
+        for layer, count in experts.items())}
     out: list[Role] = []
     square_column = _square_columns([v for v in kernels.values()
                                      if len(v.shape) == 2 and v.shape[0] == v.shape[1]])
@@ -49,7 +55,11 @@ def roles(scan: Scan) -> list[Role]:
         out_rank = len(out_shape)
         kernel = kernels.get(v.layer)
         kind, dim = "other", None
-        if (embedding or layer_class == "Embedding") and len(v.shape) == 2:
+        if v.layer in experts and len(v.shape) == 3:
+            kind, dim = "experts", 0
+        elif v.path in routers:
+            kind, dim = "router", None
+        elif (embedding or layer_class == "Embedding") and len(v.shape) == 2:
             kind, dim = "embedding", 0
         elif kernel is not None and v is kernel and len(v.shape) == 2:
             d_in, d_out = v.shape
@@ -115,4 +125,26 @@ def _square_columns(squares: list) -> dict[str, bool]:
         start = 1 if len(members) % 2 and len(members) >= 3 else 0
         for i, v in enumerate(members):
             out[v.path] = True if i < start else (i - start) % 2 == 0
+    return out
+
+
+def _expert_layers(scan: Scan) -> dict[str, int]:
+    """Layers that hold two or more 3-D weights with one leading size,
+    smaller than their other dims, one of which projects back to what
+    another takes in (``(E, d, f)`` and ``(E, f', d)``: the experts of a
+    mixture-of-experts layer), with their expert count. Three ``(d_model,
+    heads, head_dim)`` projections in one layer are not experts."""
+    by_layer: dict[str, list[tuple[int, ...]]] = {}
+    for v in scan.variables:
+        if len(v.shape) == 3 and v.path.rpartition("/")[2] not in LORA_FACTORS:
+            by_layer.setdefault(v.layer, []).append(tuple(v.shape))
+    out = {}
+    for layer, shapes in by_layer.items():
+        if len(shapes) < 2 or len({s[0] for s in shapes}) != 1:
+            continue
+        count = shapes[0][0]
+        back = any(a[1] == b[2] for i, a in enumerate(shapes) for j, b in enumerate(shapes)
+                   if i != j)
+        if back and count < min(min(s[1:]) for s in shapes):
+            out[layer] = count
     return out

@@ -31,6 +31,9 @@ def tensor_parallel_specs(scan: Scan, axis: str, size: int) -> dict[str, tuple]:
         dim = r.dim
         if r.kind == "embedding" and shape[0] % size and shape[1] % size == 0:
             dim = 1  # a vocabulary that does not divide: split the hidden size instead
+        if r.kind == "experts" and shape[0] % size:
+            # Fewer experts than devices: split inside each expert, the wider dim.
+            dim = 2 if shape[2] >= shape[1] else 1
         if shape[dim] % size == 0:
             specs[r.path] = tuple(axis if d == dim else None for d in range(len(shape)))
     return specs

@@ -34,6 +34,10 @@ REASONS = {
     "heads-in-bias": "the bias of a head projection is split by heads, like its kernel",
     "heads-out": "the output projection takes the heads as they are split (row-parallel): one "
                  "all-reduce per attention block",
+    "experts": "expert parallel: each device holds and computes 1/{k} of the experts of "
+               "{layers}, and their outputs are combined over `{axis}`",
+    "experts-inner": "each expert of {layers} is split inside over `{axis}` (the experts do "
+                     "not divide over it)",
     "embedding": "the embedding table is split by vocabulary over `{axis}`: each device holds "
                  "1/{k} of the rows, and each token's row is gathered from the device that "
                  "holds it",
@@ -71,6 +75,8 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
             role = role_of.get(member)
             if kind == "embedding" and dict(rules)[key][0] != "model":
                 kind = "embedding-hidden"
+            if kind == "experts" and dict(rules)[key][0] != "model":
+                kind = "experts-inner"
             axis = axis_for(kind)
             size = mesh.get(axis, 1)
             counts = {shape_of[p][role.dim] for p in matched
