@@ -41,7 +41,7 @@ def test_a_mask_computed_in_the_step_keeps_the_scores_on_a_tpu_and_the_report_sa
     # 16 x 4 heads x 128 x 128 float32 scores per call: 4 MiB, 8 MiB for both.
     assert "16 x 4 x 128 x 128 float32" in problem.message and "8.0 MiB in all" in \
         problem.message
-    assert "is_causal=True" in problem.hint
+    assert "split the batch over more devices" in problem.hint
 
 
 def block():

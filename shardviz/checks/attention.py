@@ -12,10 +12,10 @@ from ..format import human_bytes, plural
 
 
 def attention_problems(calls: Sequence, target, refused: bool = False) -> list[Problem]:
-    """The attention finding for a program traced for ``target`` (one with
-    no memory limit, such as the simulated CPUs: nothing to say). ``calls`` are the traced calls
-    (:class:`~shardviz._adapters.keras.AttentionCall`); ``refused``: the
-    compiler refused the program for memory."""
+    """The attention findings for a program traced for ``target`` (one with
+    no memory limit, such as the simulated CPUs: nothing to say). ``calls``
+    are the traced calls (:class:`~shardviz._adapters.keras.AttentionCall`);
+    ``refused``: the compiler refused the program for memory."""
     if target is None or target.capacity_bytes() is None:
         return []
     return _kernel_numerics(calls) + _scores_kept(calls, target, refused)
@@ -76,9 +76,10 @@ def _scores_kept(calls: Sequence, target, refused: bool) -> list[Problem]:
             severity, "attention",
             f"{calls_text} of keras.ops.dot_product_attention {_run(kept)} XLA's attention on "
             f"{target.label}, as they would on its chips: {why}; {scores}.",
-            hint="These figures are those of the program the chips run. For Keras's kernel, "
-            "which keeps no scores, give the attention no mask (is_causal=True for causal "
-            "attention) or one that is a constant of the step.")]
+            hint="These figures are those of the program the chips run. Keras's kernel would "
+            "keep no scores, but on a v5e chip it computed causal attention without its scale "
+            "(docs/CHIP.md); to hold fewer scores per chip, split the batch over more devices "
+            "or shorten the sequence.")]
     readable = sum(not c.traced_mask for c in kept)
     if getattr(target, "chip_word", "") == "GPUs":
         elsewhere = (f"On {target.label}, Keras runs cuDNN's flash attention where the GPU and "
@@ -87,7 +88,9 @@ def _scores_kept(calls: Sequence, target, refused: bool) -> list[Problem]:
                      "batch) more than the GPUs need.")
     else:
         elsewhere = ("On a TPU, Keras runs its splash-attention kernel, which keeps no scores, "
-                     f"for a mask it can read while tracing or none ({readable} of these).")
+                     f"for a mask it can read while tracing or none ({readable} of these); on a "
+                     "v5e chip that kernel computed causal attention without its scale "
+                     "(docs/CHIP.md).")
     return [Problem(
         severity, "attention",
         f"{calls_text} of keras.ops.dot_product_attention {_run(kept)} XLA's attention on the "
