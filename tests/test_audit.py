@@ -1,6 +1,7 @@
 """shardviz.audit: each planted mistake is found, with its compiled cost and
 a fix as a rule edit, and a correct map gives no finding."""
 
+import needs
 import pytest
 from needs import HAVE_HUB
 
@@ -115,3 +116,9 @@ def test_the_command_line_audits_a_keras_hub_class_map(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "shardviz", "audit", "hub_models:small"],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert bad.returncode == 2 and "--layout-map CLASS" in bad.stderr
+
+
+@needs.tpu
+def test_an_audit_for_a_target_compiles_for_it():
+    audit = shardviz.audit(mlp, MEGATRON, inputs=(8, 512), target="v5e:2x4", compare=False)
+    assert audit.report.target.label == "v5e:2x4" and audit.report.totals.fits is True

@@ -183,8 +183,9 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
         raise ShardvizError(f"The layout map does not build on {main}: {rows[-1]['message']}",
                             hint="Give another mesh= shape.")
     compiled = inputs is not None or batch is not None or seq is not None
-    run: dict[str, Any] = (dict(inputs=inputs, batch=batch, seq=seq, target=target)
-                           if compiled else {})
+    run: dict[str, Any] = dict(target=target)
+    if compiled:
+        run.update(inputs=inputs, batch=batch, seq=seq)
     say(f"audit: the map on {main}" + (", compiled" if compiled else ""))
     base = analyze(scan, plan, **run)
     rows += _replicated(scan, plan, base, replicated_bytes)
