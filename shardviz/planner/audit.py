@@ -142,8 +142,8 @@ def _keras_mesh(mesh: dict[str, int]):
     from .._adapters import keras as keras_adapter
 
     n = math.prod(mesh.values())
-    return keras_adapter.keras().distribution.DeviceMesh(
-        shape=tuple(mesh.values()), axis_names=tuple(mesh), devices=[f"cpu:{i}" for i in range(n)])
+    return keras_adapter.device_mesh(tuple(mesh.values()), tuple(mesh),
+                                     [f"cpu:{i}" for i in range(n)])
 
 
 # ------------------------------------------------------------------ the audit
