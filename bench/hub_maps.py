@@ -1,113 +1,138 @@
-"""keras-hub backbones at a reduced size with their structure kept (heads to
-kv heads, experts): the layout map each ships (where it ships one) against
-shardviz.layout_map_for's, each compiled for a forward pass on 8 simulated
-CPU devices (a batch=2 x model=4 mesh), and the audit's findings on the
-shipped map.
+"""keras-hub backbones: the layout map each ships (where it ships one)
+against shardviz.layout_map_for's, each compiled for a forward pass.
 
-Run:  .venv/bin/python bench/hub_maps.py [--classes LlamaBackbone,...]
+Run:
+  .venv/bin/python bench/hub_maps.py                     # reduced sizes, 8 simulated CPUs
+  .venv/bin/python bench/hub_maps.py --size preset       # presets' sizes, v5e:2x4 and v5e:4x4
+  .venv/bin/python bench/hub_maps.py --classes LlamaBackbone,GemmaBackbone
 
-For each backbone it prints whether the shipped map builds, the memory per
-device and the collective bytes per device of the compiled forward pass of
-each map (the same program Keras runs: the model's own call under
-ModelParallel), and the audit's findings by kind. These are figures at the
-reduced size on CPUs, not at the presets' sizes on TPUs.
+``--size reduced`` builds each backbone at a reduced size that keeps its
+structure (shardviz.model.hub_backbones) and compiles on 8 simulated CPU
+devices (a batch=2 x model=4 mesh); it also audits the shipped map.
+``--size preset`` builds each at its smallest published preset's
+configuration (no weights, nothing allocated), checks the parameter count
+against keras-hub's published one, and compiles for TPU targets with the
+TPU compiler (libtpu; no chip is needed), on batch=2 x model=4 for v5e:2x4
+and batch=4 x model=4 for v5e:4x4.
+
+For each backbone and mesh it prints the shipped map's memory per device and
+collective bytes per device (or why it does not build), shardviz's chosen
+candidate with the same figures, and the audit's findings. The figures come
+from compiled programs: the model's own call under each layout, as Keras runs
+it under ModelParallel. The table ends with the date and versions it was made
+with; docs/KERAS_HUB.md holds its output.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
+import datetime
+import math
 import os
+import platform
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-MESH = {"batch": 2, "model": 4}
-BATCH, SEQ = 8, 32
-
-CLASSES = ["LlamaBackbone", "Llama3Backbone", "GemmaBackbone", "QwenBackbone",
-           "Qwen2Backbone", "QwenMoeBackbone", "Qwen3MoeBackbone", "MistralBackbone",
-           "MixtralBackbone", "Phi3Backbone", "Qwen3Backbone", "GPT2Backbone", "BertBackbone"]
-
-SIZES = dict(vocabulary_size=256, num_layers=2, num_query_heads=8, num_heads=8,
-             num_key_value_heads=2, hidden_dim=128, intermediate_dim=256, head_dim=16,
-             moe_intermediate_dim=64, shared_expert_intermediate_dim=128, num_experts=4,
-             max_sequence_length=64, sliding_window=16)
-"""Reduced sizes: 8 query heads to 2 kv heads, 4 experts."""
+REDUCED = {"meshes": [(None, {"batch": 2, "model": 4})], "batch": 8, "seq": 32}
+PRESET = {"meshes": [("v5e:2x4", {"batch": 2, "model": 4}),
+                     ("v5e:4x4", {"batch": 4, "model": 4})], "batch": 16, "seq": 512}
 
 
-def builder(name: str):
-    import keras_hub
-
-    cls = getattr(keras_hub.models, name)
-    params = inspect.signature(cls.__init__).parameters
-    kwargs = {k: v for k, v in SIZES.items() if k in params}
-
-    def build():
-        import keras
-
-        keras.utils.set_random_seed(0)
-        return cls(**kwargs)
-
-    return cls, build
+def kib(value) -> str:
+    return f"{value / 2**10:,.1f}"
 
 
-def figures(scan, plan) -> tuple[int, int] | None:
+def mib(value) -> str:
+    return f"{value / 2**20:,.1f}"
+
+
+def rows(name: str, size: str, settings: dict, audit: bool):
     import shardviz
+    from shardviz.model import hub_backbones as hb
+    from shardviz.planner.layout_maps import choose_map
 
-    report = shardviz.analyze(scan, plan, batch=BATCH, seq=SEQ)
-    if report.errors:
-        return None
-    return report.totals.bytes_per_device, report.totals.collective_bytes or 0
-
-
-def row(name: str) -> dict:
-    import shardviz
-
-    cls, build = builder(name)
-    scan = shardviz.scan(build)
-    out: dict = {"backbone": name, "ships_map": hasattr(cls, "get_layout_map")}
-    ours = shardviz.Plan.from_keras(shardviz.layout_map_for(scan, MESH, batch=BATCH, seq=SEQ))
-    out["shardviz"] = figures(scan, ours)
-    if out["ships_map"]:
-        audit = shardviz.audit(scan, cls, mesh=MESH, batch=BATCH, seq=SEQ)
-        t = audit.report.totals
-        out["shipped"] = (None if audit.report.errors
-                          else (t.bytes_per_device, t.collective_bytes or 0))
-        out["findings"] = audit.findings.kind.value_counts().to_dict()
-    return out
-
-
-def kib(pair: tuple[int, int] | None, i: int) -> str:
-    return "fails" if pair is None else f"{pair[i] / 1024:,.1f}"
+    entry = hb.entry(name)
+    overrides = {"dtype": "bfloat16"} if size == "preset" else {}
+    scan = shardviz.scan(hb.builder(name, size, **overrides))
+    params = sum(math.prod(v.shape) for v in scan.variables if v.trainable)
+    checked = ("" if size == "reduced" else
+               "no published count" if entry.params is None else
+               "params as published" if params == entry.params else
+               f"params {params:,} != published {entry.params:,}")
+    unit = kib if size == "reduced" else mib
+    for target, mesh in settings["meshes"]:
+        choice = choose_map(scan, mesh, batch=settings["batch"], seq=settings["seq"],
+                            target=target)
+        shipped, ours = choice.shipped, choice.chosen
+        ships = callable(getattr(type(scan.model), "get_layout_map", None))
+        if not ships:
+            shipped_text = "-", "-"
+        elif shipped is None or not shipped.builds:
+            shipped_text = "does not build", "-"
+        else:
+            shipped_text = unit(shipped.bytes_per_device), unit(shipped.collective_bytes)
+        findings = "-"
+        if ships and audit:
+            a = shardviz.audit(scan, type(scan.model), mesh=mesh, batch=settings["batch"],
+                               seq=settings["seq"], target=target)
+            findings = ", ".join(f"{k} {v}" for k, v in
+                                 a.findings.kind.value_counts().items()) or "none"
+        fits = "" if ours.fits is None else (" (fits)" if ours.fits else " (does not fit)")
+        yield (f"| {name} | {entry.preset or entry.note} | {target or 'cpu'} "
+               f"{mesh['batch']}x{mesh['model']} | {shipped_text[0]} | {shipped_text[1]} | "
+               f"{choice.label} | {unit(ours.bytes_per_device)}{fits} | "
+               f"{unit(ours.collective_bytes)} | {findings} | {checked} |")
 
 
 def main() -> None:
+    import importlib.metadata as md
+
     import shardviz
 
-    shardviz.simulate_devices(8)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--classes", default=",".join(CLASSES))
+    p.add_argument("--size", choices=["reduced", "preset"], default="reduced")
+    p.add_argument("--classes", default="")
+    p.add_argument("--no-audit", action="store_true", help="skip the audit of shipped maps")
     a = p.parse_args()
-    print("| backbone | ships a map | shipped: KiB per device | shipped: collective KiB | "
-          "shardviz: KiB per device | shardviz: collective KiB | audit of the shipped map |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    t = time.perf_counter()
-    for name in a.classes.split(","):
+    from shardviz.model import hub_backbones as hb
+
+    shardviz.simulate_devices(8)
+    settings = REDUCED if a.size == "reduced" else PRESET
+    unit = "KiB" if a.size == "reduced" else "MiB"
+    names = a.classes.split(",") if a.classes else list(hb.BACKBONES)
+    print(f"Forward pass of batch {settings['batch']} x seq {settings['seq']}; per device.\n")
+    print(f"| backbone | preset | mesh | shipped: {unit} | shipped: collective {unit} | "
+          f"shardviz's choice | {unit} | collective {unit} | audit of the shipped map | "
+          "configuration |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    start = time.perf_counter()
+    for name in names:
+        t = time.perf_counter()
         try:
-            r = row(name)
+            for line in rows(name, a.size, settings, audit=not a.no_audit):
+                print(line, flush=True)
         except Exception as e:  # noqa: BLE001  one backbone's failure is a row
-            print(f"| {name} | | error: {type(e).__name__}: {str(e)[:120]} | | | | |")
-            continue
-        shipped = r.get("shipped")
-        findings = ", ".join(f"{k} {v}" for k, v in r.get("findings", {}).items()) or \
-            ("none" if r["ships_map"] else "-")
-        print(f"| {name} | {'yes' if r['ships_map'] else 'no'} | "
-              f"{kib(shipped, 0) if r['ships_map'] else '-'} | "
-              f"{kib(shipped, 1) if r['ships_map'] else '-'} | {kib(r['shardviz'], 0)} | "
-              f"{kib(r['shardviz'], 1)} | {findings} |", flush=True)
-    print(f"\n{time.perf_counter() - t:.0f} s")
+            print(f"| {name} | error: {type(e).__name__}: {str(e).splitlines()[0][:160]} "
+                  "| | | | | | | | |", flush=True)
+        print(f"<!-- {name}: {time.perf_counter() - t:.0f} s -->", file=sys.stderr)
+    versions = ", ".join(f"{m} {md.version(m)}" for m in ("keras", "keras-hub", "jax", "jaxlib")
+                         if _installed(m))
+    tpu = md.version("libtpu") if _installed("libtpu") else "absent"
+    print(f"\nMade {datetime.date.today()} by `bench/hub_maps.py --size {a.size}` in "
+          f"{time.perf_counter() - start:.0f} s with Python {platform.python_version()}, "
+          f"{versions}, libtpu {tpu}, shardviz {shardviz.__version__}.")
+
+
+def _installed(name: str) -> bool:
+    import importlib.metadata as md
+
+    try:
+        md.version(name)
+    except md.PackageNotFoundError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

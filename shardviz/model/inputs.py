@@ -109,7 +109,16 @@ def input_names(model) -> list[str] | None:
         given = model.input
     except Exception:  # a model never called has no inputs yet
         return None
-    return list(given) if isinstance(given, dict) else None
+    if not isinstance(given, dict):
+        return None
+    # In the order of model.inputs (Keras flattens a dict by sorted keys), which
+    # model_input_specs follows; the dict's own order may differ (Whisper's does).
+    try:
+        flat = list(model.inputs)
+    except (AttributeError, ValueError):
+        return list(given)
+    ordered = [n for f in flat for n, t in given.items() if t is f]
+    return ordered if len(ordered) == len(given) == len(flat) else list(given)
 
 
 def placeholder_inputs(model_specs, batch: int = 1, other: int = 8, names=None):

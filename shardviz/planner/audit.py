@@ -37,7 +37,7 @@ from ..model.scan import scan as scan_model
 from ..plan import Plan, as_plan
 from ..report import Report
 from .audit_splits import Split, better_splits
-from .meshes import _meshes
+from .meshes import _meshes, keras_mesh
 from .rules import rules_for
 from .specs import tensor_parallel_specs
 
@@ -103,13 +103,13 @@ def layout_source(layout: object) -> tuple[Callable[[dict[str, int]], Plan], dic
         cls = layout
 
         def from_class(mesh: dict[str, int]) -> Plan:
-            return Plan.from_keras(cls.get_layout_map(_keras_mesh(mesh)))
+            return Plan.from_keras(cls.get_layout_map(keras_mesh(mesh)))
 
         return from_class, None
     kd = keras_adapter.keras().distribution
     if callable(layout) and not isinstance(layout, (Plan, kd.LayoutMap, kd.Distribution)):
         make = layout
-        return (lambda mesh: Plan.from_keras(make(_keras_mesh(mesh)))), None
+        return (lambda mesh: Plan.from_keras(make(keras_mesh(mesh)))), None
     plan = as_plan(layout)
 
     def resized(mesh: dict[str, int]) -> Plan:
@@ -135,15 +135,6 @@ def _hub_class(name: str) -> type:
         raise ShardvizError(f"{name} ships no get_layout_map.",
                             hint="shardviz.suggest(...) proposes a plan for it.")
     return cls
-
-
-def _keras_mesh(mesh: dict[str, int]):
-    """A DeviceMesh of this shape that starts no backend (its devices are names)."""
-    from .._adapters import keras as keras_adapter
-
-    n = math.prod(mesh.values())
-    return keras_adapter.device_mesh(tuple(mesh.values()), tuple(mesh),
-                                     [f"cpu:{i}" for i in range(n)])
 
 
 # ------------------------------------------------------------------ the audit

@@ -1,28 +1,73 @@
 """:func:`layout_map_for`: a Keras ``LayoutMap`` for a model on a mesh, from
-the planner's strategies for that mesh shape, the best one chosen by its
-compiled figures when inputs are given (else by its variables' exact bytes
-per device)."""
+the planner's strategies for that mesh shape (and the map the model's class
+ships, if any), the best one chosen by its compiled figures when inputs are
+given (else by its variables' exact bytes per device), never worse than the
+shipped map."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
+
+import pandas as pd
 
 from ..analysis import analyze
 from ..errors import ShardvizError
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
 from ..plan import Plan
+from .meshes import keras_mesh
 from .strategies import _strategies
 
 
-def plan_for_mesh(model_or_builder: object, mesh: dict[str, int], *, inputs: object = None,
-                  batch: int | None = None, seq: int | None = None,
-                  target: str | None = None) -> Plan:
-    """The planner's best plan on exactly this ``{"batch": b, "model": m}``
-    mesh: the least memory per device, then the fewest collective bytes,
-    from compiled programs when ``inputs`` (or ``batch`` and ``seq``) are
-    given, else from the variables' exact bytes."""
+@dataclasses.dataclass
+class MapChoice:
+    """The candidates :func:`choose_map` compared on one mesh, and its choice."""
+
+    mesh: dict[str, int]
+    label: str
+    """The chosen candidate: a strategy's label, or ``"shipped"``."""
+    plan: Plan
+    candidates: pd.DataFrame
+    """A row per candidate: label, builds, bytes_per_device, collective_bytes,
+    fits, chosen (``bytes_per_device`` and ``collective_bytes`` per device,
+    from compiled programs when inputs were given, else variables only)."""
+    compiled: bool
+
+    @property
+    def shipped(self) -> pd.Series | None:
+        """The row of the map the model's class ships, or None."""
+        rows = self.candidates[self.candidates.label == "shipped"]
+        return None if rows.empty else rows.iloc[0]
+
+    @property
+    def chosen(self) -> pd.Series:
+        return self.candidates[self.candidates.chosen].iloc[0]
+
+
+def shipped_plan(scan: Scan, mesh: dict[str, int]) -> Plan | None:
+    """The map the model's class ships (keras-hub's ``get_layout_map``) on
+    this mesh as a Plan, None when it ships none. Raises what building it
+    raises (an indivisible map raises Keras's error)."""
+    get_layout_map = getattr(type(scan.model), "get_layout_map", None)
+    if not callable(get_layout_map):
+        return None
+    return Plan.from_keras(get_layout_map(keras_mesh(mesh)))
+
+
+def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object = None,
+               batch: int | None = None, seq: int | None = None,
+               target: str | None = None) -> MapChoice:
+    """Compile every strategy of the planner on exactly this ``{"batch": b,
+    "model": m}`` mesh and choose one: the least memory per device, then the
+    fewest collective bytes, from compiled programs when ``inputs`` (or
+    ``batch`` and ``seq``) are given, else from the variables' exact bytes.
+
+    Where the model's class ships a layout map that builds on the mesh, it is
+    a candidate too, and the choice is among the candidates no worse than it
+    on both memory and collective bytes: never worse than the shipped map.
+    """
     if set(mesh) != {"batch", "model"}:
         raise ShardvizError(f"The mesh {mesh} has other axes than 'batch' and 'model'.",
                             hint="Give {'batch': b, 'model': m}; layout_map_for renames them "
@@ -31,21 +76,44 @@ def plan_for_mesh(model_or_builder: object, mesh: dict[str, int], *, inputs: obj
     n = math.prod(mesh.values())
     found = [(label, plan) for label, plan, _ in _strategies(scan, n, sequence=False)
              if plan.mesh_dict == mesh]
+    try:
+        shipped = shipped_plan(scan, mesh)
+    except Exception:  # noqa: BLE001  a shipped map that does not build is no candidate
+        shipped = None
+    if shipped is not None:
+        found.append(("shipped", shipped))
     compiled = inputs is not None or batch is not None or seq is not None
-    best: tuple[tuple, Plan] | None = None
-    for _label, plan in found:
+    rows = []
+    for label, plan in found:
         report = analyze(scan, plan, inputs=inputs, batch=batch, seq=seq, target=target) \
             if compiled else analyze(scan, plan, target=target)
-        if report.errors:
-            continue
         t = report.totals
-        key = (t.fits is False, t.bytes_per_device, t.collective_bytes or 0, len(plan.rules))
-        if best is None or key < best[0]:
-            best = (key, plan)
-    if best is None:
+        rows.append({"label": label, "builds": not report.errors,
+                     "bytes_per_device": t.bytes_per_device,
+                     "collective_bytes": t.collective_bytes or 0, "fits": t.fits,
+                     "rules": len(plan.rules), "plan": plan})
+    table = pd.DataFrame(rows, columns=["label", "builds", "bytes_per_device",
+                                        "collective_bytes", "fits", "rules", "plan"])
+    pool = table[table.builds]
+    base = pool[pool.label == "shipped"]
+    if not base.empty:
+        b = base.iloc[0]
+        pool = pool[(pool.bytes_per_device <= b.bytes_per_device)
+                    & (pool.collective_bytes <= b.collective_bytes)]
+    if pool.empty:
         raise ShardvizError(f"No strategy of the planner builds on {mesh} for this model.",
                             hint="Try another mesh shape (shardviz.suggest lists them).")
-    return best[1]
+    order = pool.assign(over=pool.fits.eq(False)).sort_values(
+        ["over", "bytes_per_device", "collective_bytes", "rules"], kind="stable")
+    best = order.index[0]
+    table["chosen"] = table.index == best
+    return MapChoice(dict(mesh), str(table.label[best]), table.plan[best],
+                     table.drop(columns="plan"), compiled)
+
+
+def plan_for_mesh(model_or_builder: object, mesh: dict[str, int], **kwargs: Any) -> Plan:
+    """The plan :func:`choose_map` chooses on this mesh."""
+    return choose_map(model_or_builder, mesh, **kwargs).plan
 
 
 def layout_map_for(model_or_builder: object, device_mesh: Any, **kwargs: Any) -> Any:

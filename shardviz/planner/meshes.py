@@ -63,3 +63,13 @@ def _meshes(axes: Sequence[str], n: int) -> list[dict[str, int]]:
     for k in divisors(n):
         out += [{axes[0]: k, **rest} for rest in _meshes(axes[1:], n // k)]
     return out
+
+
+def keras_mesh(mesh: dict[str, int]):
+    """A Keras DeviceMesh of this shape that starts no backend (its devices
+    are names): what a class's ``get_layout_map(device_mesh)`` is given."""
+    from .._adapters import keras as keras_adapter
+
+    n = math.prod(mesh.values())
+    return keras_adapter.device_mesh(tuple(mesh.values()), tuple(mesh),
+                                     [f"cpu:{i}" for i in range(n)])

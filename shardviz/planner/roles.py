@@ -48,6 +48,11 @@ def roles(scan: Scan) -> list[Role]:
         v.shape[1] == count and v.layer.rpartition("/")[0] == layer.rpartition("/")[0]
         for layer, count in experts.items())}
     out: list[Role] = []
+    seen_any = any(cls for cls, _, _ in by_layer.values())
+
+    def unseen(layer_class: str) -> bool:
+        return seen_any and not layer_class
+
     square_column = _square_columns([v for v in kernels.values()
                                      if len(v.shape) == 2 and v.shape[0] == v.shape[1]])
     for v in scan.variables:
@@ -55,7 +60,9 @@ def roles(scan: Scan) -> list[Role]:
         out_rank = len(out_shape)
         kernel = kernels.get(v.layer)
         kind, dim = "other", None
-        if v.layer in experts and len(v.shape) == 3:
+        if unseen(layer_class):
+            pass  # a layer whose call was not seen (a table inside attention): no role
+        elif v.layer in experts and len(v.shape) == 3:
             kind, dim = "experts", 0
         elif v.path in routers:
             kind, dim = "router", None
@@ -105,7 +112,9 @@ def _heads_dim(kernel: tuple[int, ...], out_shape: tuple) -> int:
 
 def _square_columns(squares: list) -> dict[str, bool]:
     """Whether each square 2-D kernel is taken as column-parallel (else row),
-    counted within each parent layer (a block), in the model's order: pairs
+    counted within each parent layer (a block), in the model's order: four
+    are an attention layer (query, key and value read the input, one
+    projection takes the heads back: column, column, column, row); pairs
     alternate column, row; an odd count starts with two columns (a gated
     feed-forward layer: the gate and the up projection read the same input,
     then one projection narrows back). Shapes alone cannot tell; a compile
@@ -116,15 +125,23 @@ def _square_columns(squares: list) -> dict[str, bool]:
     >>> sq = [V(f"b{i}/{n}/kernel") for i in (0, 1) for n in ("gate", "up", "down")]
     >>> [_square_columns(sq)[v.path] for v in sq]
     [True, True, False, True, True, False]
+    >>> att = [V(f"b0/attention/{n}/kernel") for n in ("q", "k", "v", "o")]
+    >>> [_square_columns(att)[v.path] for v in att]
+    [True, True, True, False]
     """
     by_parent: dict[str, list] = {}
     for v in squares:
         by_parent.setdefault(v.layer.rpartition("/")[0], []).append(v)
     out = {}
     for members in by_parent.values():
-        start = 1 if len(members) % 2 and len(members) >= 3 else 0
+        if len(members) == 4:  # attention: query, key and value read the input, then one out
+            columns = {0, 1, 2}
+        else:
+            start = 1 if len(members) % 2 and len(members) >= 3 else 0
+            columns = set(range(start)) | {i for i in range(start, len(members))
+                                           if (i - start) % 2 == 0}
         for i, v in enumerate(members):
-            out[v.path] = True if i < start else (i - start) % 2 == 0
+            out[v.path] = i in columns
     return out
 
 

@@ -70,7 +70,8 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
         shape_of = {v.path: v.shape for v in scan.variables}
         for key, _ in rules:
             matched = [p for p in paths if re.fullmatch(key, p)]
-            member = matched[0]
+            # A key that also matches variables without a role speaks of the one with it.
+            member = next((p for p in matched if p in kinds), matched[0])
             kind = kinds.get(member, "fsdp")
             role = role_of.get(member)
             if kind == "embedding" and dict(rules)[key][0] != "model":

@@ -1,0 +1,78 @@
+"""Every keras-hub transformer backbone of shardviz.model.hub_backbones, at a
+reduced size that keeps its structure: shardviz.layout_map_for's map builds
+under Keras's own ModelParallel on 8 simulated devices, splits the model, and
+is no worse than the map the class ships, in memory per device and collective
+bytes per device, measured by compiling the forward pass outside shardviz."""
+
+import pytest
+from needs import HAVE_HUB
+
+import shardviz
+
+shardviz.simulate_devices(8)
+
+import keras  # noqa: E402
+from hub_compile import build_and_compile  # noqa: E402
+
+from shardviz.errors import ShardvizError  # noqa: E402
+from shardviz.model import hub_backbones as hb  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not HAVE_HUB, reason="keras-hub is not installed")
+
+MESH = {"batch": 2, "model": 4}
+
+
+def device_mesh():
+    return keras.distribution.DeviceMesh((2, 4), ("batch", "model"),
+                                         keras.distribution.list_devices())
+
+
+def test_the_seven_shipped_maps_come_first_and_every_listed_class_has_a_configuration():
+    import keras_hub
+
+    shipped = [n for n in hb.BACKBONES if hasattr(getattr(keras_hub.models, n), "get_layout_map")]
+    assert hb.BACKBONES[:7] == tuple(shipped) and len(shipped) == 7
+    assert {"Gemma3Backbone", "MixtralBackbone", "GptOssBackbone", "T5Backbone",
+            "ViTBackbone", "WhisperBackbone"} <= set(hb.BACKBONES)
+
+
+@pytest.mark.parametrize("name", ["BertBackbone", "T5Backbone", "GPT2Backbone"])
+def test_a_presets_configuration_has_the_published_parameter_count(name):
+    import math
+
+    scan = shardviz.scan(hb.builder(name, "preset"))
+    assert scan.built_by_shardviz  # nothing allocated
+    params = sum(math.prod(v.shape) for v in scan.variables if v.trainable)
+    assert params == hb.entry(name).params
+
+
+def test_names_that_are_not_transformer_backbones_say_what_to_give():
+    with pytest.raises(ShardvizError, match="no transformer blocks"):
+        hb.builder("ResNetBackbone")
+    with pytest.raises(ShardvizError, match="Did you mean LlamaBackbone"):
+        hb.builder("LamaBackbone")
+    with pytest.raises(ShardvizError, match="'preset' or 'reduced'"):
+        hb.builder("LlamaBackbone", "tiny")
+
+
+@pytest.mark.parametrize("name", hb.BACKBONES)
+def test_the_map_builds_under_keras_and_is_no_worse_than_the_shipped_one(name):
+    build = hb.builder(name)
+    layout_map = shardviz.layout_map_for(build, device_mesh(), batch=8, seq=32)
+    model, memory, collectives = build_and_compile(build, layout_map)
+    split = sum(v.value.size for v in model.weights
+                if any(a is not None for a in v.value.sharding.spec))
+    assert split >= 0.75 * sum(v.value.size for v in model.weights), (
+        f"{name}: only {split} of the weights' values are split")
+    cls = type(model)
+    if not hasattr(cls, "get_layout_map"):
+        return
+    try:
+        _, shipped_memory, shipped_collectives = build_and_compile(
+            build, cls.get_layout_map(device_mesh()))
+    except ValueError as e:  # Keras refuses a map whose splits do not divide
+        assert "divisible" in str(e) or "divide" in str(e), e
+        return
+    assert memory <= shipped_memory and collectives <= shipped_collectives, (
+        f"{name}: {memory} vs shipped {shipped_memory} bytes per device, "
+        f"{collectives} vs {shipped_collectives} collective bytes")
