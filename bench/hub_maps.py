@@ -3,7 +3,7 @@ against shardviz.layout_map_for's, each compiled for a forward pass.
 
 Run:
   .venv/bin/python bench/hub_maps.py                     # reduced sizes, 8 simulated CPUs
-  .venv/bin/python bench/hub_maps.py --size preset       # presets' sizes, v5e:2x4 and v5e:4x4
+  .venv/bin/python bench/hub_maps.py --size preset --jobs 2  # presets' sizes, v5e:2x4, v5e:4x4
   .venv/bin/python bench/hub_maps.py --classes LlamaBackbone,GemmaBackbone
 
 ``--size reduced`` builds each backbone at a reduced size that keeps its
@@ -75,15 +75,51 @@ def rows(name: str, size: str, settings: dict, audit: bool):
             shipped_text = unit(shipped.bytes_per_device), unit(shipped.collective_bytes)
         findings = "-"
         if ships and audit:
-            a = shardviz.audit(scan, type(scan.model), mesh=mesh, batch=settings["batch"],
-                               seq=settings["seq"], target=target)
-            findings = ", ".join(f"{k} {v}" for k, v in
-                                 a.findings.kind.value_counts().items()) or "none"
+            # At the presets' sizes the audit compiles nothing (no wrong-dimension search).
+            compiled = dict(batch=settings["batch"], seq=settings["seq"]) \
+                if size == "reduced" else {}
+            try:
+                a = shardviz.audit(scan, type(scan.model), mesh=mesh, target=target,
+                                   **compiled)
+            except shardviz.ShardvizError as e:
+                findings = f"does not build: {e.message[:100]}"
+            else:
+                findings = ", ".join(f"{k} {v}" for k, v in
+                                     a.findings.kind.value_counts().items()) or "none"
         fits = "" if ours.fits is None else (" (fits)" if ours.fits else " (does not fit)")
         yield (f"| {name} | {entry.preset or entry.note} | {target or 'cpu'} "
                f"{mesh['batch']}x{mesh['model']} | {shipped_text[0]} | {shipped_text[1]} | "
                f"{choice.label} | {unit(ours.bytes_per_device)}{fits} | "
                f"{unit(ours.collective_bytes)} | {findings} | {checked} |")
+
+
+def table_rows(name: str, size: str, settings: dict, audit: bool) -> list[str]:
+    t = time.perf_counter()
+    try:
+        out = list(rows(name, size, settings, audit=audit))
+    except Exception as e:  # noqa: BLE001  one backbone's failure is a row
+        out = [f"| {name} | error: {type(e).__name__}: {str(e).splitlines()[0][:160]} "
+               "| | | | | | | | |"]
+    print(f"{name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    return out
+
+
+def in_parallel(names: list[str], a: argparse.Namespace) -> list[str]:
+    """The rows of ``names`` from ``a.jobs`` processes, each given every
+    ``jobs``-th backbone, in the order of ``names``."""
+    import subprocess
+
+    procs = []
+    for i in range(a.jobs):
+        share = names[i::a.jobs]
+        if not share:
+            continue
+        cmd = [sys.executable, __file__, "--size", a.size, "--classes", ",".join(share),
+               "--rows-only"] + (["--no-audit"] if a.no_audit else [])
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
+    lines = [line for p in procs for line in p.communicate()[0].splitlines()
+             if line.startswith("| ")]
+    return sorted(lines, key=lambda line: names.index(line.split(" | ")[0][2:]))
 
 
 def main() -> None:
@@ -95,6 +131,8 @@ def main() -> None:
     p.add_argument("--size", choices=["reduced", "preset"], default="reduced")
     p.add_argument("--classes", default="")
     p.add_argument("--no-audit", action="store_true", help="skip the audit of shipped maps")
+    p.add_argument("--jobs", type=int, default=1, help="processes to share the backbones")
+    p.add_argument("--rows-only", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     from shardviz.model import hub_backbones as hb
 
@@ -102,21 +140,23 @@ def main() -> None:
     settings = REDUCED if a.size == "reduced" else PRESET
     unit = "KiB" if a.size == "reduced" else "MiB"
     names = a.classes.split(",") if a.classes else list(hb.BACKBONES)
+    if a.rows_only:
+        for name in names:
+            for line in table_rows(name, a.size, settings, not a.no_audit):
+                print(line, flush=True)
+        return
     print(f"Forward pass of batch {settings['batch']} x seq {settings['seq']}; per device.\n")
     print(f"| backbone | preset | mesh | shipped: {unit} | shipped: collective {unit} | "
           f"shardviz's choice | {unit} | collective {unit} | audit of the shipped map | "
           "configuration |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     start = time.perf_counter()
-    for name in names:
-        t = time.perf_counter()
-        try:
-            for line in rows(name, a.size, settings, audit=not a.no_audit):
+    if a.jobs > 1:
+        print("\n".join(in_parallel(names, a)), flush=True)
+    else:
+        for name in names:
+            for line in table_rows(name, a.size, settings, not a.no_audit):
                 print(line, flush=True)
-        except Exception as e:  # noqa: BLE001  one backbone's failure is a row
-            print(f"| {name} | error: {type(e).__name__}: {str(e).splitlines()[0][:160]} "
-                  "| | | | | | | | |", flush=True)
-        print(f"<!-- {name}: {time.perf_counter() - t:.0f} s -->", file=sys.stderr)
     versions = ", ".join(f"{m} {md.version(m)}" for m in ("keras", "keras-hub", "jax", "jaxlib")
                          if _installed(m))
     tpu = md.version("libtpu") if _installed("libtpu") else "absent"

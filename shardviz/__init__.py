@@ -42,6 +42,7 @@ _LAZY = {
     "audit": ("shardviz.planner", "audit"),
     "Audit": ("shardviz.planner", "Audit"),
     "layout_map_for": ("shardviz.planner", "layout_map_for"),
+    "choose_map": ("shardviz.planner", "choose_map"),
     "FitAnswer": ("shardviz.planner", "FitAnswer"),
     "show_sweep": ("shardviz.render.pictures", "show_sweep"),
     "verify": ("shardviz.multihost", "verify"),

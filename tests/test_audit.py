@@ -122,3 +122,20 @@ def test_the_command_line_audits_a_keras_hub_class_map(tmp_path):
 def test_an_audit_for_a_target_compiles_for_it():
     audit = shardviz.audit(mlp, MEGATRON, inputs=(8, 512), target="v5e:2x4", compare=False)
     assert audit.report.target.label == "v5e:2x4" and audit.report.totals.fits is True
+
+
+@hub
+def test_a_class_map_on_a_model_of_another_class_is_a_clear_error():
+    with pytest.raises(ShardvizError, match="not a LlamaBackbone") as e:
+        shardviz.audit(mlp, "LlamaBackbone")
+    assert "LlamaBackbone.get_layout_map(device_mesh)" in e.value.hint
+
+
+def test_a_layout_map_with_an_invalid_regex_names_the_rule():
+    import keras
+
+    layout_map = keras.distribution.LayoutMap(keras.distribution.DeviceMesh(
+        (2, 4), ("batch", "model"), [f"cpu:{i}" for i in range(8)]))
+    layout_map["up/(kernel"] = (None, "model")
+    with pytest.raises(ShardvizError, match=r"up/\(kernel"):
+        shardviz.audit(mlp, layout_map)

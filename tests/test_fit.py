@@ -62,7 +62,7 @@ def test_the_largest_batch_fits_and_the_next_is_refused():
 def test_remat_modes_are_compared_on_the_same_slice():
     build = examples.transformer_block
     answer = shardviz.fit(build, target="v5e:1x1", inputs=(1, 16, 64), remat=[None, "full"],
-                          max_compiles=6)
+                          max_compiles=2)
     rows = answer.answers.set_index(answer.answers.remat.fillna("none"))
     assert list(rows.index) == ["none", "full"]
     assert set(answer.compiles.remat.fillna("none")) == {"none", "full"}

@@ -76,3 +76,4 @@ def test_the_map_builds_under_keras_and_is_no_worse_than_the_shipped_one(name):
     assert memory <= shipped_memory and collectives <= shipped_collectives, (
         f"{name}: {memory} vs shipped {shipped_memory} bytes per device, "
         f"{collectives} vs {shipped_collectives} collective bytes")
+

@@ -194,7 +194,7 @@ def test_gemma_reasons_count_its_heads_and_name_the_gather():
                 if c.plan.mesh_dict == {"batch": 2, "model": 4})
     reasons = " | ".join(best.reasons.values())
     assert "each device computes 1 of the 4 heads" in reasons
-    assert "gathered from the device that holds it" in reasons
+    assert "looks up (gathers) the tokens whose rows it holds" in reasons
     assert "contract over features" not in best.reasons.get(".*embeddings", "")
 
 
@@ -241,3 +241,52 @@ def test_mixture_of_experts_weights_are_split_by_expert_and_the_router_stays_who
     assert all(tensor_parallel_specs(s, "model", 4)[p][0] == "model" for p in experts)
     inner = tensor_parallel_specs(s, "model", 8)
     assert all(inner[p][0] is None and "model" in inner[p] for p in experts)
+
+
+@pytest.mark.parametrize("name, holds", [("GemmaBackbone", True), ("MistralBackbone", True),
+                                         ("T5Backbone", False)])
+def test_each_reason_of_a_compiled_candidate_is_checked_against_its_program(name, holds):
+    """A reason's claim about collectives (one all-reduce per row-parallel layer, none in
+    a column-parallel one, a combine for a split embedding) is compared with the
+    collectives XLA put in those layers, and shown confirmed or corrected."""
+    pytest.importorskip("keras_hub")
+    from shardviz.model import hub_backbones
+    from shardviz.model.inputs import TokenBatch
+    from shardviz.planner.reason_checks import layer_collectives
+
+    scan = shardviz.scan(hub_backbones.builder(name))
+    found = shardviz.suggest(scan, devices=8, inputs=TokenBatch(scan.model, 32).at(8),
+                             prefer="memory", top=1)
+    best = found[0]  # the least memory: split over the model axis
+    assert best.compiled and best.plan.mesh_dict["model"] > 1, best
+    assert all("(compiled: " in r or "(but the compiled program has" in r
+               for r in best.reasons.values()), best.reasons
+    counts = layer_collectives(best.report)
+    rows = [r for r in best.reasons.values() if r.startswith(("row-parallel", "the output"))]
+    assert rows
+    for r in rows:
+        every = all(dict((k, n) for (k, a), n in counts.get(layer, {}).items() if a == "model")
+                    == {"all-reduce": 1} for layer in r.layers)
+        assert every == ("(compiled: one all-reduce over `model` in" in r), r
+    wrong = [r for r in best.reasons.values() if "(but the compiled program" in r]
+    assert (not wrong) == holds, wrong
+    if not holds:  # T5: the encoder's last feed-forward output also gathers for the decoder
+        assert "transformer_encoder_layer_1/output_projector" in wrong[0]
+
+
+def test_a_budget_a_shipped_map_meets_is_never_met_with_nothing():
+    pytest.importorskip("keras_hub")
+    import keras_hub
+
+    from shardviz.model import hub_backbones
+    from shardviz.planner.meshes import keras_mesh
+
+    build = hub_backbones.builder("LlamaBackbone")
+    mesh = {"batch": 2, "model": 4}
+    shipped = shardviz.analyze(build, shardviz.Plan.from_keras(
+        keras_hub.models.LlamaBackbone.get_layout_map(keras_mesh(mesh))))
+    budget = shipped.variable_bytes_per_device
+    found = shardviz.suggest(build, devices=8, budget_bytes=budget, top=3)
+    assert found and all(c.bytes_per_device <= budget for c in found)
+    every = shardviz.suggest(build, devices=8, top=50)
+    assert "shipped map" in {c.name for c in every}

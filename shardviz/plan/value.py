@@ -413,6 +413,7 @@ def as_plan(obj: object) -> Plan:
     """Accept a Plan, a Keras distribution or LayoutMap, or a plan dict."""
     if isinstance(obj, Plan):
         return obj
-    if isinstance(obj, Mapping):
+    # A Keras LayoutMap is a Mapping too, whose lookups are regex matches: read it as Keras's.
+    if isinstance(obj, Mapping) and not hasattr(obj, "device_mesh"):
         return Plan.from_dict(obj)
     return Plan.from_keras(obj)

@@ -35,7 +35,7 @@ from .candidates import TABLE_COLUMNS, TIGHT, Candidate, Suggestions
 from .diff import plan_diff
 from .fit_answer import FitAnswer
 from .fit_search import fit
-from .layout_maps import layout_map_for, plan_for_mesh
+from .layout_maps import MapChoice, choose_map, layout_map_for, plan_for_mesh
 from .meshes import _meshes as _meshes  # tests/test_arguments.py
 from .meshes import divisors, factorisations, mesh_count
 from .roles import Role, roles
@@ -54,8 +54,8 @@ from .sweep_meshes import MAX_SWEEP_MESHES, SWEEP_COLUMNS, sweep
 
 __all__ = [
     "FSDP_MIN_BYTES", "MAX_SWEEP_MESHES", "REASONS", "SEQUENCE_LAYERS", "SWEEP_COLUMNS",
-    "TABLE_COLUMNS", "TIGHT", "Audit", "Candidate", "FitAnswer", "Role", "Suggestions",
-    "activations_dominate", "audit", "divisors", "factorisations", "fit", "fully_sharded_specs",
-    "layout_map_for", "mesh_count", "plan_diff", "plan_for_mesh", "roles", "rules_for",
-    "sequence_parallel_specs", "suggest", "sweep", "tensor_parallel_specs",
+    "TABLE_COLUMNS", "TIGHT", "Audit", "Candidate", "FitAnswer", "MapChoice", "Role",
+    "Suggestions", "activations_dominate", "audit", "choose_map", "divisors", "factorisations",
+    "fit", "fully_sharded_specs", "layout_map_for", "mesh_count", "plan_diff", "plan_for_mesh",
+    "roles", "rules_for", "sequence_parallel_specs", "suggest", "sweep", "tensor_parallel_specs",
 ]

@@ -165,6 +165,7 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
     say = progress or (lambda line: None)
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(model_or_builder)
     plan_for, own = layout_source(layout)
+    _check_class(scan, layout)
     main = dict(mesh or own or {"batch": 1, "model": 8})
     axes = tuple(main)
     shapes = meshes if meshes is not None else _meshes(axes, math.prod(main.values()))
@@ -179,6 +180,10 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
         run.update(inputs=inputs, batch=batch, seq=seq)
     say(f"audit: the map on {main}" + (", compiled" if compiled else ""))
     base = analyze(scan, plan, **run)
+    broken = [p for p in base.errors if p.kind in ("invalid-regex", "unknown-axis",
+                                                   "duplicate-axis")]
+    if broken:  # Keras would refuse the map itself: nothing else is worth auditing
+        raise ShardvizError(broken[0].message, hint=broken[0].hint, rule=broken[0].rule)
     rows += _replicated(scan, plan, base, replicated_bytes)
     rows += _unused(base)
     for shape in shapes:
@@ -192,6 +197,18 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
             rows += _split_rows(splits, base, fixed_report, plan)
     frame = pd.DataFrame(rows, columns=FINDING_COLUMNS)
     return Audit(scan.model_name, plan, frame, base, shapes, fixed, fixed_report)
+
+
+def _check_class(scan: Scan, layout: object) -> None:
+    """A class's own map is audited on a model of that class only."""
+    cls = _hub_class(layout) if isinstance(layout, str) else layout
+    if isinstance(cls, type) and hasattr(cls, "get_layout_map") \
+            and not isinstance(scan.model, cls):
+        raise ShardvizError(
+            f"The map is {cls.__name__}'s, and the model {scan.model_name!r} is a "
+            f"{type(scan.model).__name__}, not a {cls.__name__}.",
+            hint=f"Audit a model built with {cls.__name__}(...), or pass the map itself "
+            f"({cls.__name__}.get_layout_map(device_mesh)) to audit it on this model.")
 
 
 def _build(plan_for: Callable[[dict[str, int]], Plan], mesh: dict[str, int],

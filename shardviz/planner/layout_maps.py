@@ -58,7 +58,7 @@ def shipped_plan(scan: Scan, mesh: dict[str, int]) -> Plan | None:
 
 def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object = None,
                batch: int | None = None, seq: int | None = None,
-               target: str | None = None) -> MapChoice:
+               target: str | None = None, prefer: str = "memory") -> MapChoice:
     """Compile every strategy of the planner on exactly this ``{"batch": b,
     "model": m}`` mesh and choose one: the least memory per device, then the
     fewest collective bytes, from compiled programs when ``inputs`` (or
@@ -67,7 +67,13 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
     Where the model's class ships a layout map that builds on the mesh, it is
     a candidate too, and the choice is among the candidates no worse than it
     on both memory and collective bytes: never worse than the shipped map.
+
+    ``prefer="communication"`` chooses the fewest collective bytes first, then
+    the least memory: the trade is in ``candidates``.
     """
+    if prefer not in ("memory", "communication"):
+        raise ShardvizError(f"prefer={prefer!r:.40} is not a choice.",
+                            hint="Give 'memory' or 'communication'.")
     if set(mesh) != {"batch", "model"}:
         raise ShardvizError(f"The mesh {mesh} has other axes than 'batch' and 'model'.",
                             hint="Give {'batch': b, 'model': m}; layout_map_for renames them "
@@ -103,8 +109,11 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
     if pool.empty:
         raise ShardvizError(f"No strategy of the planner builds on {mesh} for this model.",
                             hint="Try another mesh shape (shardviz.suggest lists them).")
+    figures = ["bytes_per_device", "collective_bytes"]
+    if prefer == "communication":
+        figures.reverse()
     order = pool.assign(over=pool.fits.eq(False)).sort_values(
-        ["over", "bytes_per_device", "collective_bytes", "rules"], kind="stable")
+        ["over", *figures, "rules"], kind="stable")
     best = order.index[0]
     table["chosen"] = table.index == best
     return MapChoice(dict(mesh), str(table.label[best]), table.plan[best],
@@ -120,7 +129,7 @@ def layout_map_for(model_or_builder: object, device_mesh: Any, **kwargs: Any) ->
     """A ``keras.distribution.LayoutMap`` for the model on ``device_mesh``
     (a Keras ``DeviceMesh`` with two axes, data first, or ``{"batch": b,
     "model": m}``), from :func:`plan_for_mesh` (``inputs=``, ``batch=``,
-    ``seq=`` and ``target=`` pass on to it). With a dict, the map's mesh
+    ``seq=``, ``target=`` and ``prefer=`` pass on to :func:`choose_map`). With a dict, the map's mesh
     holds JAX's devices when there are enough, else only their names (a map
     to read or save; give a DeviceMesh to distribute with it).
 

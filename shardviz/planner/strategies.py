@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..plan import Plan
 from .meshes import factorisations
+from .reason_checks import Reason
 from .roles import roles
 from .rules import rules_for
 from .specs import (
@@ -39,8 +40,8 @@ REASONS = {
     "experts-inner": "each expert of {layers} is split inside over `{axis}` (the experts do "
                      "not divide over it)",
     "embedding": "the embedding table is split by vocabulary over `{axis}`: each device holds "
-                 "1/{k} of the rows, and each token's row is gathered from the device that "
-                 "holds it",
+                 "1/{k} of the rows and looks up (gathers) the tokens whose rows it holds, and "
+                 "the rows found are combined over `{axis}`",
     "embedding-hidden": "the embedding table is split by hidden size over `{axis}` (its "
                         "vocabulary does not divide)",
     "sequence": "sequence-parallel: norms and residual adds work on a slice of the sequence "
@@ -50,7 +51,8 @@ REASONS = {
     "lora": "LoRA factors follow their kernel's split (A its input dims, B its output dim), so "
             "the low-rank path adds no communication",
     "fsdp": "fully sharded over `{axis}`: each device keeps 1/{k} of every large variable, and "
-            "XLA gathers one layer's weights when it runs",
+            "XLA brings a layer's weights together (or combines its partial results) over "
+            "`{axis}` where the layer runs",
 }
 
 
@@ -91,9 +93,10 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
                            f"`{layers[0]}` and {len(layers) - 1} more like it")
             text = REASONS[kind].format(layers=layers_text, s="s" if len(layers) == 1 else "",
                                         axis=axis, k=size, heads=heads_text)
-            if kind != "fsdp" and "batch" in dict(rules)[key]:
+            gathered = kind != "fsdp" and "batch" in dict(rules)[key]
+            if gathered:
                 text += "; and " + REASONS["fsdp"].format(axis="batch", k=mesh.get("batch", 1))
-            reasons[key] = text
+            reasons[key] = Reason(text, kind, tuple(layers), axis, gathered)
         return Plan(mesh, rules, batch_axis="batch"), reasons
 
     for batch, model in factorisations(n):

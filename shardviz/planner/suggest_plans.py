@@ -13,9 +13,12 @@ from ..errors import ShardvizError
 from ..format import human_bytes
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
-from ..plan import MAX_MESH_SIZE, as_bytes, check_device_count
+from ..plan import MAX_MESH_SIZE, Plan, as_bytes, check_device_count
 from ..target import parse_target
 from .candidates import TIGHT, Candidate, Suggestions, _mesh_text
+from .layout_maps import shipped_plan
+from .meshes import factorisations
+from .reason_checks import check_reasons
 from .roles import roles
 from .strategies import _strategies
 
@@ -129,7 +132,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
         model_or_builder, inputs=inputs)
     found = []
-    for name, plan, reasons in _strategies(scan, n, sequence=inputs is not None):
+    for name, plan, reasons in _strategies(scan, n, sequence=inputs is not None) + _shipped(scan, n):
         report = analyze(scan, plan, target=hardware)
         if report.errors:
             continue
@@ -163,6 +166,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
                                                       else "no pass"))
                 continue
             c.report, c.compiled, c.tight = full, True, False
+            c.reasons = check_reasons(c.reasons, full)
             totals = full.totals
             c.bytes_per_device = totals.bytes_per_device
             c.comm_bytes = totals.collective_bytes or 0
@@ -187,6 +191,23 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
     if everything:
         smallest = min(everything, key=lambda c: c.bytes_per_device)
         out.smallest = (smallest.bytes_per_device, _mesh_text(smallest.plan), smallest.name)
+    return out
+
+
+def _shipped(scan: Scan, n: int) -> list[tuple[str, Plan, dict[str, str]]]:
+    """The map the model's class ships (a keras-hub backbone's), on each mesh
+    shape of ``n`` devices it builds on: a candidate like the strategies, so
+    that a budget it meets is never met with nothing."""
+    out = []
+    for batch, model in factorisations(n):
+        try:
+            plan = shipped_plan(scan, {"batch": batch, "model": model})
+        except Exception:  # noqa: BLE001  a shape the map does not build on
+            continue
+        if plan is None:
+            return []
+        out.append(("shipped map", plan, {r.key: "the map the model's class ships"
+                                          for r in plan.rules}))
     return out
 
 

@@ -1,0 +1,82 @@
+"""Every keras-hub backbone of shardviz.model.hub_backbones, at its reduced
+size: shardviz.layout_map_for's map on a batch=2 x model=4 mesh, verified on
+2 processes (forward pass and one model.fit step) against one process.
+
+Run:  .venv/bin/python bench/hub_verify.py [--classes LlamaBackbone,...] [--out FILE]
+
+It prints a line per backbone (shards compared, the largest difference of
+the output and of the train step's loss and updated variables, seconds) and
+writes one JSON record per backbone to --out (by default
+tests/data/hub_verify.jsonl, which tests/test_hub_backbones.py reads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata as md
+import json
+import os
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+MESH = {"batch": 2, "model": 4}
+BATCH, SEQ = 8, 32
+
+
+def main() -> None:
+    import shardviz
+
+    shardviz.simulate_devices(8)
+    from shardviz.model import hub_backbones as hb
+    from shardviz.model.inputs import TokenBatch
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--classes", default=",".join(hb.BACKBONES))
+    p.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "hub_verify.jsonl"))
+    a = p.parse_args()
+    folder = tempfile.mkdtemp()
+    sys.path.insert(0, folder)
+    versions = {m: md.version(m) for m in ("keras", "keras-hub", "jax")}
+    records = []
+    start = time.perf_counter()
+    for name in a.classes.split(","):
+        t = time.perf_counter()
+        module = f"hub_{name.lower()}"
+        with open(os.path.join(folder, f"{module}.py"), "w") as f:
+            f.write(f"from shardviz.model import hub_backbones\n"
+                    f"build = hub_backbones.builder({name!r})\n")
+        scan = shardviz.scan(hb.builder(name))
+        inputs = TokenBatch(scan.model, SEQ).at(BATCH)
+        record = {"backbone": name, "mesh": MESH, "batch": BATCH, "seq": SEQ,
+                  "date": str(datetime.date.today()), **versions}
+        try:
+            choice = shardviz.choose_map(scan, MESH, inputs=inputs)
+            result = shardviz.verify(f"{module}:build", choice.plan, processes=2,
+                                     inputs=inputs, train_step=True, timeout=600)
+        except Exception as e:  # noqa: BLE001  one backbone's failure is a record
+            record.update(agree=False, error=f"{type(e).__name__}: {e}"[:400])
+        else:
+            record.update(agree=result.agree, label=choice.label, rules=len(choice.plan.rules),
+                          shards=result.checked, output_max_abs_diff=result.max_abs_diff,
+                          step_max_abs_diff=result.step_max_abs_diff,
+                          disagreements=result.lines[:3])
+        record["seconds"] = round(time.perf_counter() - t, 1)
+        records.append(record)
+        print(f"{name}: agree={record['agree']} shards={record.get('shards')} "
+              f"output diff={record.get('output_max_abs_diff')} "
+              f"step diff={record.get('step_max_abs_diff')} "
+              f"{record.get('error', '')} {record['seconds']} s", flush=True)
+    with open(a.out, "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    print(f"{sum(r['agree'] for r in records)} of {len(records)} agree; "
+          f"{time.perf_counter() - start:.0f} s; written to {a.out}")
+
+
+if __name__ == "__main__":
+    main()
