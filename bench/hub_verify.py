@@ -4,10 +4,15 @@ size: shardviz.layout_map_for's map on a batch=2 x model=4 mesh, verified on
 
 Run:  .venv/bin/python bench/hub_verify.py [--classes LlamaBackbone,...] [--out FILE]
 
+A backbone with several outputs (BERT's sequence and pooled outputs, an
+encoder-decoder's two) trains on one (the decoder's, else the sequence
+output), and its record says which; every variable is still compared.
+
 It prints a line per backbone (shards compared, the largest difference of
 the output and of the train step's loss and updated variables, seconds) and
 writes one JSON record per backbone to --out (by default
-tests/data/hub_verify.jsonl, which tests/test_hub_backbones.py reads).
+tests/data/hub_verify.jsonl, which tests/test_hub_backbones.py reads),
+replacing the records of the backbones it ran and keeping the others.
 """
 
 from __future__ import annotations
@@ -26,6 +31,19 @@ sys.path.insert(0, ROOT)
 
 MESH = {"batch": 2, "model": 4}
 BATCH, SEQ = 8, 32
+
+
+SINGLE = """from shardviz.model import hub_backbones
+build = hub_backbones.builder({name!r})
+"""
+SEVERAL = """import keras
+from shardviz.model import hub_backbones
+
+
+def build():
+    backbone = hub_backbones.builder({name!r})()
+    return keras.Model(backbone.input, backbone.output[{key!r}], name=backbone.name)
+"""
 
 
 def main() -> None:
@@ -47,12 +65,24 @@ def main() -> None:
     for name in a.classes.split(","):
         t = time.perf_counter()
         module = f"hub_{name.lower()}"
-        with open(os.path.join(folder, f"{module}.py"), "w") as f:
-            f.write(f"from shardviz.model import hub_backbones\n"
-                    f"build = hub_backbones.builder({name!r})\n")
         scan = shardviz.scan(hb.builder(name))
+        outputs = scan.model.output
+        # A backbone with several outputs (a dict) trains on one of them: the decoder's,
+        # else the sequence output; every variable's shards are still compared.
+        key = None
+        if isinstance(outputs, dict):
+            key = next((k for k in ("decoder_sequence_output", "sequence_output")
+                        if k in outputs), sorted(outputs)[0])
+        with open(os.path.join(folder, f"{module}.py"), "w") as f:
+            f.write(SINGLE.format(name=name) if key is None else
+                    SEVERAL.format(name=name, key=key))
+        if key is not None:
+            from shardviz.model.builders import load_builder
+
+            sys.modules.pop(module, None)
+            scan = shardviz.scan(load_builder(f"{module}:build"))
         inputs = TokenBatch(scan.model, SEQ).at(BATCH)
-        record = {"backbone": name, "mesh": MESH, "batch": BATCH, "seq": SEQ,
+        record = {"backbone": name, "mesh": MESH, "batch": BATCH, "seq": SEQ, "trained_on": key,
                   "date": str(datetime.date.today()), **versions}
         try:
             choice = shardviz.choose_map(scan, MESH, inputs=inputs)
@@ -71,9 +101,16 @@ def main() -> None:
               f"output diff={record.get('output_max_abs_diff')} "
               f"step diff={record.get('step_max_abs_diff')} "
               f"{record.get('error', '')} {record['seconds']} s", flush=True)
+    # Records of backbones not run this time stay as they were.
+    kept = {}
+    if os.path.exists(a.out):
+        with open(a.out) as f:
+            kept = {r["backbone"]: r for r in map(json.loads, f.read().splitlines())}
+    kept.update({r["backbone"]: r for r in records})
     with open(a.out, "w") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")
+        for name in sorted(kept, key=lambda n: (n not in hb.BACKBONES, hb.BACKBONES.index(n)
+                                                if n in hb.BACKBONES else 0)):
+            f.write(json.dumps(kept[name]) + "\n")
     print(f"{sum(r['agree'] for r in records)} of {len(records)} agree; "
           f"{time.perf_counter() - start:.0f} s; written to {a.out}")
 

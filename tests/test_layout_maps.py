@@ -77,3 +77,21 @@ def test_the_map_verifies_forward_and_train_step_on_two_processes(tmp_path):
         sys.path.remove(str(tmp_path))
     assert result.agree, str(result)
     assert result.step_max_abs_diff is not None and result.step_max_abs_diff < 1e-4
+
+
+def test_choose_map_states_the_trade_and_takes_a_preference():
+    from shardviz import examples
+
+    def build():
+        return examples.mlp(d_model=256, hidden=1024)
+
+    mesh = {"batch": 2, "model": 4}
+    memory = shardviz.choose_map(build, mesh, inputs=(8, 256))
+    talk = shardviz.choose_map(build, mesh, inputs=(8, 256), prefer="communication")
+    c = memory.candidates
+    assert memory.compiled and len(c) >= 2 and c.chosen.sum() == 1
+    assert memory.chosen.bytes_per_device == c[c.builds].bytes_per_device.min()
+    assert talk.chosen.collective_bytes == c[c.builds].collective_bytes.min()
+    assert memory.shipped is None  # an MLP's class ships no map
+    with pytest.raises(shardviz.ShardvizError, match="'memory' or 'communication'"):
+        shardviz.choose_map(build, mesh, prefer="speed")

@@ -146,3 +146,21 @@ def test_bad_models_and_builders_give_clear_errors():
         shardviz.scan(lambda: 3)
     with pytest.raises(ShardvizError, match="is not built"):
         shardviz.scan(keras.Sequential([keras.layers.Dense(2)]))
+
+
+def test_a_builder_names_its_layers_as_in_a_new_process_whatever_was_built_before():
+    """Keras numbers unnamed layers from a process-wide counter; shardviz builds with it
+    empty, so its scan, verify's workers and their references name variables alike."""
+    import keras
+
+    def build():
+        x = keras.Input((8,))
+        h = keras.layers.Dense(8)(x)
+        return keras.Model(x, keras.layers.Dense(4)(h))
+
+    first = shardviz.scan(build).variable_paths
+    build(), build()  # the session's own models move the counter on
+    assert shardviz.scan(build).variable_paths == first
+    assert first == ("dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias")
+    after = build()  # and the session's names go on from where they were
+    assert after.layers[1].name not in ("dense", "dense_1")

@@ -10,6 +10,7 @@ would replace it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import os
@@ -243,3 +244,31 @@ def set_random_seed(seed: int) -> None:
     global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
     random.seed(seed)
     np.random.seed(seed)
+
+
+@contextlib.contextmanager
+def fresh_names():
+    """Build with Keras's automatic layer names as a new process gives them.
+
+    Reason: Keras numbers a layer built without a name (keras-hub's mixture-of-
+    experts blocks, ``mixtral_sparse_moe_block_6``) from a process-wide counter,
+    ``object_name_uids`` in ``keras.src.backend.common.global_state``, so the same
+    builder gives other variable paths after other models were built. shardviz
+    builds with the counter empty, so that its scan, its workers and its
+    single-process references name every variable alike; the counter is restored
+    after (each name at the larger of its counts), so the session's own names go on.
+    """
+    from keras.src.backend.common import global_state
+
+    key = "object_name_uids"
+    saved = global_state.get_global_attribute(key)
+    global_state.set_global_attribute(key, collections.defaultdict(int))
+    try:
+        yield
+    finally:
+        made = global_state.get_global_attribute(key) or {}
+        merged = collections.defaultdict(int, saved or {})
+        for name, count in made.items():
+            merged[name] = max(merged[name], count)
+        global_state.set_global_attribute(key, merged)
+

@@ -238,7 +238,7 @@ def build_model(builder: Callable[[], Any], tuning: Tuning | None = None
     error: Exception | None
     with keras_adapter.deferred_variables(), keras_adapter.observing_outputs(on_output):
         try:
-            with tuning.building():
+            with tuning.building(), keras_adapter.fresh_names():
                 model = builder()
             if _is_layer(model):
                 _tune(model, tuning, name)

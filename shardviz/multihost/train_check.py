@@ -81,10 +81,11 @@ def step_differences(loss: float, variables: dict[str, np.ndarray], want_loss: f
 def reference_output(builder, names: list[str] | None, inputs: list) -> list[np.ndarray]:
     """The model's output in this process, with no distribution, from the
     same seed (so the same weights) and the same inputs as the workers."""
-    from .._adapters.keras import set_random_seed
+    from .._adapters.keras import fresh_names, set_random_seed
 
     set_random_seed(SEED)
-    model = builder()
+    with fresh_names():
+        model = builder()
     xs = arrays(inputs, SEED)
     import jax
 
@@ -128,10 +129,11 @@ def reference_step(builder, names: list[str] | None, inputs: list,
                     labels: list) -> tuple[float, dict[str, np.ndarray]]:
     """One ``model.fit`` step in this process, with no distribution: its loss
     and the updated trainable variables, by path."""
-    from .._adapters.keras import set_random_seed
+    from .._adapters.keras import fresh_names, set_random_seed
 
     set_random_seed(SEED)
-    model = builder()
+    with fresh_names():
+        model = builder()
     ready_to_train(model)
     xs = arrays(inputs, SEED)
     (y,) = arrays([labels], SEED + 1)

@@ -111,7 +111,9 @@ def main(spec_path: str, process_id: int) -> int:
 
         builder = load_builder(spec["builder"])
         enter("building the model")
-        with distribution.scope():
+        from shardviz._adapters.keras import fresh_names
+
+        with distribution.scope(), fresh_names():
             model = builder()
         enter("running the forward pass")
         from shardviz.multihost.train_check import arrays
