@@ -63,8 +63,8 @@ def rows(name: str, size: str, settings: dict, audit: bool):
                f"params {params:,} != published {entry.params:,}")
     unit = kib if size == "reduced" else mib
     for target, mesh in settings["meshes"]:
-        choice = choose_map(scan, mesh, batch=settings["batch"], seq=settings["seq"],
-                            target=target)
+        given = hb.inputs(name, scan.model, settings["batch"], settings["seq"], size)
+        choice = choose_map(scan, mesh, inputs=given, target=target)
         shipped, ours = choice.shipped, choice.chosen
         ships = callable(getattr(type(scan.model), "get_layout_map", None))
         if not ships:
@@ -76,8 +76,7 @@ def rows(name: str, size: str, settings: dict, audit: bool):
         findings = "-"
         if ships and audit:
             # At the presets' sizes the audit compiles nothing (no wrong-dimension search).
-            compiled = dict(batch=settings["batch"], seq=settings["seq"]) \
-                if size == "reduced" else {}
+            compiled = dict(inputs=given) if size == "reduced" else {}
             try:
                 a = shardviz.audit(scan, type(scan.model), mesh=mesh, target=target,
                                    **compiled)
@@ -87,8 +86,8 @@ def rows(name: str, size: str, settings: dict, audit: bool):
                 findings = ", ".join(f"{k} {v}" for k, v in
                                      a.findings.kind.value_counts().items()) or "none"
         fits = "" if ours.fits is None else (" (fits)" if ours.fits else " (does not fit)")
-        yield (f"| {name} | {entry.preset or entry.note} | {target or 'cpu'} "
-               f"{mesh['batch']}x{mesh['model']} | {shipped_text[0]} | {shipped_text[1]} | "
+        yield (f"| {name} | {entry.preset or entry.note} | {target or '8 CPUs'}: "
+               f"{mesh['batch']} × {mesh['model']} | {shipped_text[0]} | {shipped_text[1]} | "
                f"{choice.label} | {unit(ours.bytes_per_device)}{fits} | "
                f"{unit(ours.collective_bytes)} | {findings} | {checked} |")
 
@@ -145,7 +144,8 @@ def main() -> None:
             for line in table_rows(name, a.size, settings, not a.no_audit):
                 print(line, flush=True)
         return
-    print(f"Forward pass of batch {settings['batch']} x seq {settings['seq']}; per device.\n")
+    print(f"Forward pass of batch {settings['batch']} x seq {settings['seq']} (Whisper: its "
+          "fixed audio frames and decoder length); figures per device; mesh: batch × model.\n")
     print(f"| backbone | preset | mesh | shipped: {unit} | shipped: collective {unit} | "
           f"shardviz's choice | {unit} | collective {unit} | audit of the shipped map | "
           "configuration |")

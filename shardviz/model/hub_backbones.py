@@ -38,11 +38,13 @@ class HubBackbone:
     preset_config: dict[str, Any]
     reduced_config: dict[str, Any]
     note: str = ""
+    lengths: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    """Per size, inputs whose length the model fixes (Whisper's 3000 audio frames)."""
 
 
 def _b(name: str, preset: str, params: int | None, full: dict, reduced: dict,
-       note: str = "") -> HubBackbone:
-    return HubBackbone(name, preset, params, full, reduced, note)
+       note: str = "", lengths: dict | None = None) -> HubBackbone:
+    return HubBackbone(name, preset, params, full, reduced, note, lengths or {})
 
 
 _NO_DROPOUT = {"dropout": 0.0}
@@ -209,7 +211,11 @@ _ENTRIES = [
        dict(vocabulary_size=256, num_layers=2, num_heads=8, hidden_dim=128,
             intermediate_dim=256, num_mels=16, max_encoder_sequence_length=64,
             max_decoder_sequence_length=32),
-       "an encoder-decoder over audio features"),
+       "an encoder-decoder over audio features",
+       {"preset": {"encoder_features": 3000, "decoder_token_ids": 448,
+                   "decoder_padding_mask": 448},
+        "reduced": {"encoder_features": 64, "decoder_token_ids": 32,
+                    "decoder_padding_mask": 32}}),
 ]
 
 HUB_BACKBONES: dict[str, HubBackbone] = {b.name: b for b in _ENTRIES}
@@ -265,3 +271,20 @@ def builder(name: str, size: str = "reduced", **overrides: Any) -> Callable[[], 
 
     build.__name__ = build.__qualname__ = f"{short}_{size}"
     return build
+
+
+def inputs(name: str, model: Any, batch: int, seq: int, size: str = "reduced") -> Any:
+    """``jax.ShapeDtypeStruct``s of one batch for a backbone built at
+    ``size``: each open dim after the batch is ``seq``, except where the model
+    fixes an input's length (Whisper's audio frames)."""
+    import jax
+
+    from .inputs import TokenBatch
+
+    fixed = entry(name).lengths.get(size, {})
+    given = TokenBatch(model, seq).at(batch)
+    if not isinstance(given, dict) or not fixed:
+        return given
+    return {k: jax.ShapeDtypeStruct((batch, fixed[k]) + tuple(v.shape[2:]), v.dtype)
+            if k in fixed else v for k, v in given.items()}
+
