@@ -19,6 +19,7 @@ def test_there_are_notebooks():
         "01_quickstart.ipynb", "02_layout_rules.ipynb", "03_activation_layouts.ipynb",
         "04_tensor_parallel_transformer.ipynb", "05_debugging_layouts.ipynb",
         "06_planning_large_models.ipynb", "07_will_it_fit.ipynb", "08_fine_tune.ipynb",
+        "09_keras_hub.ipynb",
     ]
 
 

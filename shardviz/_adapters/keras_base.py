@@ -257,6 +257,7 @@ def fresh_names():
     builds with the counter empty, so that its scan, its workers and its
     single-process references name every variable alike; the counter is restored
     after (each name at the larger of its counts), so the session's own names go on.
+    Waits for a public way to scope Keras's automatic names.
     """
     from keras.src.backend.common import global_state
 

@@ -30,9 +30,10 @@ class MapChoice:
     """The chosen candidate: a strategy's label, or ``"shipped"``."""
     plan: Plan
     candidates: pd.DataFrame
-    """A row per candidate: label, builds, bytes_per_device, collective_bytes,
-    fits, chosen (``bytes_per_device`` and ``collective_bytes`` per device,
-    from compiled programs when inputs were given, else variables only)."""
+    """A row per candidate: label, builds, error (the first, where it does
+    not build), bytes_per_device, collective_bytes, fits, chosen
+    (``bytes_per_device`` and ``collective_bytes`` per device, from compiled
+    programs when inputs were given, else variables only)."""
     compiled: bool
 
     @property
@@ -95,10 +96,11 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
             if compiled else analyze(scan, plan, target=target)
         t = report.totals
         rows.append({"label": label, "builds": not report.errors,
+                     "error": report.errors[0].message if report.errors else None,
                      "bytes_per_device": t.bytes_per_device,
                      "collective_bytes": t.collective_bytes or 0, "fits": t.fits,
                      "rules": len(plan.rules), "plan": plan})
-    table = pd.DataFrame(rows, columns=["label", "builds", "bytes_per_device",
+    table = pd.DataFrame(rows, columns=["label", "builds", "error", "bytes_per_device",
                                         "collective_bytes", "fits", "rules", "plan"])
     pool = table[table.builds]
     base = pool[pool.label == "shipped"]
@@ -107,8 +109,11 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
         pool = pool[(pool.bytes_per_device <= b.bytes_per_device)
                     & (pool.collective_bytes <= b.collective_bytes)]
     if pool.empty:
-        raise ShardvizError(f"No strategy of the planner builds on {mesh} for this model.",
-                            hint="Try another mesh shape (shardviz.suggest lists them).")
+        first = table.error.dropna()
+        raise ShardvizError(
+            f"No strategy of the planner builds on {mesh} for this model"
+            + (f": {first.iloc[0]}" if len(first) else "."),
+            hint="Check the inputs, or try another mesh shape (shardviz.suggest lists them).")
     figures = ["bytes_per_device", "collective_bytes"]
     if prefer == "communication":
         figures.reverse()
