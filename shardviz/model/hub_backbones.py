@@ -4,9 +4,11 @@ preset, and at a reduced size that keeps their structure (the ratio of query
 heads to key/value heads, tied or untied embeddings, experts, encoder and
 decoder).
 
-Each preset's figures are its published configuration; ``bench/hub_presets.py``
-builds each one without allocating and checks its parameter count against the
-count keras-hub publishes in the preset's metadata (``PUBLISHED_PARAMS``).
+Each preset's figures are its published configuration; ``bench/hub_maps.py
+--size preset`` builds each one without allocating and checks its trainable
+parameter count against the count keras-hub publishes in the preset's
+metadata (``HubBackbone.params``), as ``tests/test_hub_backbones.py`` does
+for three of them.
 
 >>> from shardviz.model import hub_backbones
 >>> hub_backbones.BACKBONES[:3]
@@ -240,10 +242,11 @@ def entry(name: str) -> HubBackbone:
     import difflib
 
     near = difflib.get_close_matches(short, BACKBONES, n=3, cutoff=0.5)
-    raise ShardvizError(f"{name!r} is not a keras-hub backbone shardviz has a configuration "
-                        "for.",
+    raise ShardvizError(f"{name!r} is not one of the keras-hub backbones shardviz has "
+                        "configurations for.",
                         hint=(f"Did you mean {' or '.join(near)}? " if near else "")
-                        + f"Known: {', '.join(BACKBONES)}.")
+                        + "Any model you build works with shardviz.layout_map_for(model, "
+                        f"mesh). Known: {', '.join(BACKBONES)}.")
 
 
 def config(name: str, size: str = "preset") -> dict[str, Any]:
