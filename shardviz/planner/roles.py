@@ -113,7 +113,7 @@ def _heads_dim(kernel: tuple[int, ...], out_shape: tuple) -> int:
 def _square_columns(squares: list) -> dict[str, bool]:
     """Whether each square 2-D kernel is taken as column-parallel (else row),
     counted within each parent layer (a block), in the model's order: four
-    are an attention layer (query, key and value read the input, one
+    inside a block are an attention layer (query, key and value read the input, one
     projection takes the heads back: column, column, column, row); pairs
     alternate column, row; an odd count starts with two columns (a gated
     feed-forward layer: the gate and the up projection read the same input,
@@ -128,13 +128,16 @@ def _square_columns(squares: list) -> dict[str, bool]:
     >>> att = [V(f"b0/attention/{n}/kernel") for n in ("q", "k", "v", "o")]
     >>> [_square_columns(att)[v.path] for v in att]
     [True, True, True, False]
+    >>> mlp = [V(f"d{i}/kernel") for i in range(4)]  # four square layers of a model
+    >>> [_square_columns(mlp)[v.path] for v in mlp]
+    [True, False, True, False]
     """
     by_parent: dict[str, list] = {}
     for v in squares:
         by_parent.setdefault(v.layer.rpartition("/")[0], []).append(v)
     out = {}
-    for members in by_parent.values():
-        if len(members) == 4:  # attention: query, key and value read the input, then one out
+    for parent, members in by_parent.items():
+        if len(members) == 4 and parent:  # attention: query, key, value, then one out
             columns = {0, 1, 2}
         else:
             start = 1 if len(members) % 2 and len(members) >= 3 else 0
