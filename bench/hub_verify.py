@@ -51,7 +51,6 @@ def main() -> None:
 
     shardviz.simulate_devices(8)
     from shardviz.model import hub_backbones as hb
-    from shardviz.model.inputs import TokenBatch
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--classes", default=",".join(hb.BACKBONES))
@@ -81,7 +80,7 @@ def main() -> None:
 
             sys.modules.pop(module, None)
             scan = shardviz.scan(load_builder(f"{module}:build"))
-        inputs = TokenBatch(scan.model, SEQ).at(BATCH)
+        inputs = hb.inputs(name, scan.model, BATCH, SEQ)
         record = {"backbone": name, "mesh": MESH, "batch": BATCH, "seq": SEQ, "trained_on": key,
                   "date": str(datetime.date.today()), **versions}
         try:
