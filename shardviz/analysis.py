@@ -33,10 +33,13 @@ from .report import Report
 from .target import Target, parse_target
 from .trace import Trace
 from .trace import trace as run_trace
+from .trace.compile import ranking_compiles
 
 BLOCKING = {"conflict", "indivisible", "rank-mismatch", "unknown-axis", "duplicate-axis",
             "invalid-regex", "duplicate-rule", "batch-axis", "multi-output-rule"}
 """Error kinds that make Keras refuse the plan before the forward pass runs."""
+
+__all__ = ["BLOCKING", "analyze", "ranking_compiles"]
 
 
 def analyze(model_or_builder: object, plan: object, inputs: object = None, *,

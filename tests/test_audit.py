@@ -50,6 +50,20 @@ def test_a_split_on_the_wrong_dimension_is_found_by_compiling_the_alternative():
     assert audit.fixed_report.totals.collective_bytes < audit.report.totals.collective_bytes
 
 
+def test_a_map_given_as_a_function_of_a_mesh_is_audited_on_every_mesh_shape():
+    import keras
+
+    def layout_map(device_mesh):
+        layout_map = keras.distribution.LayoutMap(device_mesh)
+        layout_map[".*up/kernel"] = (None, "model")
+        layout_map[".*down/kernel"] = ("model", None)
+        return layout_map
+
+    odd = lambda: examples.mlp(d_model=512, hidden=2052)  # noqa: E731
+    audit = shardviz.audit(odd, layout_map, mesh={"batch": 2, "model": 4})
+    assert set(audit.of("indivisible")["mesh"]) == {"batch=1 x model=8"}, str(audit)
+
+
 def test_a_split_that_does_not_divide_is_listed_per_mesh_shape():
     odd = Plan({"batch": 2, "model": 4}, {".*up/kernel": (None, "model"),
                                           ".*down/kernel": ("model", None)})
@@ -139,3 +153,30 @@ def test_a_layout_map_with_an_invalid_regex_names_the_rule():
     layout_map["up/(kernel"] = (None, "model")
     with pytest.raises(ShardvizError, match=r"up/\(kernel"):
         shardviz.audit(mlp, layout_map)
+
+
+@hub
+def test_ranking_compiles_give_the_collectives_and_bytes_of_a_default_compile():
+    import keras_hub
+
+    from shardviz.analysis import analyze, ranking_compiles
+
+    def small_llama():
+        return keras_hub.models.LlamaBackbone(
+            vocabulary_size=256, num_layers=2, num_query_heads=8, hidden_dim=128,
+            intermediate_dim=256, num_key_value_heads=4, name="small_llama")
+
+    scan = shardviz.scan(small_llama)
+    swapped = {".*(query|key|value)/kernel": (None, "model", None),
+               ".*attention_output/kernel": ("model", None, None),
+               ".*feedforward_gate_dense/kernel": ("model", None)}
+    for rules in (swapped, {".*(query|key|value)/kernel": ("model", None, None)}):
+        plan = Plan({"batch": 2, "model": 4}, rules)
+        default = analyze(scan, plan, batch=8, seq=32)
+        with ranking_compiles():
+            ranked = analyze(scan, plan, batch=8, seq=32)
+        assert default.trace_error is None and len(default.collectives)
+        assert ranked.totals.collective_bytes == default.totals.collective_bytes
+        assert ranked.totals.bytes_per_device == default.totals.bytes_per_device
+        columns = ["kind", "layer", "axes", "bytes_per_device", "op_name"]
+        assert ranked.collectives[columns].equals(default.collectives[columns])

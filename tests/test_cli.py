@@ -241,6 +241,21 @@ def test_suggest_writes_the_best_plan_and_it_is_a_plan_keras_accepts(tmp_path):
     assert report.errors == []
 
 
+def test_suggest_ranks_a_plan_of_your_own_with_the_candidates(tmp_path):
+    mine = tmp_path / "mine.json"
+    mine.write_text(shardviz.Plan({"batch": 2, "model": 4}, {"up/kernel": ("batch", "model"),
+                                                             "down/kernel": ("model", "batch")}
+                                  ).to_json())
+    out = run("suggest", "shardviz.examples:mlp", "--devices", "8", "--top", "50",
+              "--with-plan", str(mine))
+    assert out.returncode == 0, out.stderr
+    assert str(mine) in out.stdout
+    other = tmp_path / "four.json"
+    other.write_text(shardviz.Plan({"batch": 2, "model": 2}, {}).to_json())
+    out = run("suggest", "shardviz.examples:mlp", "--devices", "8", "--with-plan", str(other))
+    assert out.returncode == 2 and "suggest plans for 8" in out.stderr
+
+
 def test_suggest_with_a_budget_nothing_meets_exits_1():
     out = run("suggest", "shardviz.examples:mlp", "--devices", "8", "--budget", "16")
     assert out.returncode == 1 and "No plan fits within 16" in out.stdout

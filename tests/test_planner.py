@@ -290,3 +290,42 @@ def test_a_budget_a_shipped_map_meets_is_never_met_with_nothing():
     assert found and all(c.bytes_per_device <= budget for c in found)
     every = shardviz.suggest(build, devices=8, top=50)
     assert "shipped map" in {c.name for c in every}
+
+
+def test_your_own_plan_is_a_candidate_and_a_budget_it_meets_is_never_met_with_nothing():
+    mine = Plan({"batch": 2, "model": 4}, {"up/kernel": ("batch", "model"),
+                                           "down/kernel": ("model", "batch")})
+    build = examples.mlp
+    budget = shardviz.analyze(build, mine).variable_bytes_per_device
+    found = shardviz.suggest(build, devices=8, budget_bytes=budget, top=50,
+                             plans={"mine": mine})
+    assert "mine" in {c.name for c in found}
+    assert all(c.bytes_per_device <= budget for c in found)
+    # Compiled, the budget is XLA's total: the variables and the pass's buffers.
+    budget = shardviz.analyze(build, mine, inputs=(8, 16)).totals.bytes_per_device
+    compiled = shardviz.suggest(build, devices=8, inputs=(8, 16), budget_bytes=budget, top=2,
+                                plans=[mine])
+    assert compiled and all(c.compiled and c.bytes_per_device <= budget for c in compiled)
+
+
+def test_your_own_map_as_a_function_of_a_mesh_is_tried_on_every_shape_it_builds_on():
+    import keras
+
+    def layout_map(device_mesh):
+        layout_map = keras.distribution.LayoutMap(device_mesh)
+        layout_map["up/kernel"] = (None, "model")
+        layout_map["down/kernel"] = ("model", None)
+        return layout_map
+
+    every = shardviz.suggest(examples.mlp, devices=8, top=50, plans={"megatron": layout_map})
+    meshes = {tuple(c.plan.mesh_dict.values()) for c in every if c.name == "megatron"}
+    assert len(meshes) >= 2  # the mesh shapes on which 'model' divides the kernels
+
+
+def test_your_own_plan_on_another_device_count_or_refused_by_keras_is_a_clear_error():
+    mine = Plan({"batch": 2, "model": 2}, {"up/kernel": (None, "model")})
+    with pytest.raises(ShardvizError, match=r"'mine' is on .*\(4 devices\); suggest plans for 8"):
+        shardviz.suggest(examples.mlp, devices=8, plans={"mine": mine})
+    bad = Plan({"batch": 2, "model": 4}, {"up/kernel": (None, "model", None)})
+    with pytest.raises(ShardvizError, match="Keras would refuse 'your map'"):
+        shardviz.suggest(examples.mlp, devices=8, plans=bad)

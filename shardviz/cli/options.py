@@ -161,22 +161,27 @@ def check_outputs(args: argparse.Namespace) -> None:
             check_writable(path, "--" + name)
 
 
+def read_plan(path: str) -> Plan:
+    """The Plan saved in the file at ``path`` (``Plan.to_json()``)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_PLAN_FILE + 1)
+    except OSError as e:
+        raise UsageError(f"cannot read plan file {path!r}: {e.strerror}") from None
+    if len(data) > MAX_PLAN_FILE:
+        raise UsageError(f"plan file {path!r} is larger than 16 MiB; it is not a plan")
+    try:
+        return Plan.from_json(data)
+    except ShardvizError as e:
+        raise UsageError.of(e, f"plan file {path!r}: ") from None
+
+
 def build_plan(args: argparse.Namespace) -> Plan:
     """The Plan of --plan, or of --mesh, --rule and --batch-axis."""
     if args.plan:
         if args.mesh or args.rule:
             raise UsageError("give either --plan or --mesh/--rule, not both")
-        try:
-            with open(args.plan, "rb") as f:
-                data = f.read(MAX_PLAN_FILE + 1)
-        except OSError as e:
-            raise UsageError(f"cannot read plan file {args.plan!r}: {e.strerror}") from None
-        if len(data) > MAX_PLAN_FILE:
-            raise UsageError(f"plan file {args.plan!r} is larger than 16 MiB; it is not a plan")
-        try:
-            return Plan.from_json(data)
-        except ShardvizError as e:
-            raise UsageError.of(e, f"plan file {args.plan!r}: ") from None
+        return read_plan(args.plan)
     if not args.mesh:
         raise UsageError("give a plan: --plan plan.json, or --mesh batch=2,model=4 with --rule KEY=AXES")
     mesh = parse_mesh(args.mesh)

@@ -11,7 +11,16 @@ from typing import Any
 
 from ..format import format_spec, human_bytes
 from ..model.builders import load_builder
-from .options import add_builder, add_inputs, add_outputs, add_target, check_outputs, inputs_of, parse_bytes
+from .options import (
+    add_builder,
+    add_inputs,
+    add_outputs,
+    add_target,
+    check_outputs,
+    inputs_of,
+    parse_bytes,
+    read_plan,
+)
 from .running import UsageError, running, use_devices, write_file
 
 EXIT_CODES = """exit codes:
@@ -37,6 +46,9 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
     plans.add_argument("--prefer", choices=("time", "communication", "memory"), default="time",
                        help="rank by the estimated step time (default; communication first "
                        "without a target), by communication, or by bytes per device")
+    plans.add_argument("--with-plan", action="append", metavar="PLAN.JSON",
+                       help="a plan of your own (saved with Plan.to_json()) to rank with the "
+                       "candidates; repeat for more")
     add_outputs(parser, "plan-out", quiet="the table")
 
 
@@ -51,11 +63,13 @@ def run(args: argparse.Namespace) -> int:
     # Compiling needs the devices; without a target the CPUs are simulated.
     use_devices(args.devices if (args.inputs and not args.target) else None)
     budget = parse_bytes(args.budget, "--budget") if args.budget else None
+    own = {path: read_plan(path) for path in args.with_plan or []}
     builder = load_builder(args.builder)
     with running(args.quiet, "recognising the model's structure and ranking plans"):
         found = suggest(builder, devices=args.devices, target=args.target,
                         inputs=inputs_of(args.inputs), budget_bytes=budget,
-                        train_step=args.train_step, top=args.top, prefer=args.prefer)
+                        train_step=args.train_step, top=args.top, prefer=args.prefer,
+                        plans=own or None)
     if not found:
         why = ""
         if found.smallest is not None:

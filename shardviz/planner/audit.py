@@ -107,7 +107,8 @@ def layout_source(layout: object) -> tuple[Callable[[dict[str, int]], Plan], dic
 
         return from_class, None
     kd = keras_adapter.keras().distribution
-    if callable(layout) and not isinstance(layout, (Plan, kd.LayoutMap, kd.Distribution)):
+    if callable(layout) and not isinstance(layout, (Plan, kd.LayoutMap, kd.ModelParallel,
+                                                    kd.DataParallel)):
         make = layout
         return (lambda mesh: Plan.from_keras(make(keras_mesh(mesh)))), None
     plan = as_plan(layout)

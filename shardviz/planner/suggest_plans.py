@@ -9,12 +9,13 @@ import numbers
 from typing import TYPE_CHECKING
 
 from ..analysis import analyze
-from ..errors import ShardvizError
+from ..errors import Problem, ShardvizError
 from ..format import human_bytes
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
 from ..plan import MAX_MESH_SIZE, Plan, as_bytes, check_device_count
 from ..target import parse_target
+from .audit import layout_source
 from .candidates import TIGHT, Candidate, Suggestions, _mesh_text
 from .layout_maps import shipped_plan
 from .meshes import factorisations
@@ -64,7 +65,8 @@ PREFER = {
 def suggest(model_or_builder: object, devices: int | None = None, target: str | None = None,
             inputs: object = None, budget_bytes: int | str | None = None,
             train_step: bool = False, top: int = 5, compile_top: int | None = None,
-            labels: object = None, prefer: str = "time") -> Suggestions:
+            labels: object = None, prefer: str = "time",
+            plans: object = None) -> Suggestions:
     """Plans to try for a model, best first.
 
     Candidates are data parallel, fully sharded, Megatron tensor parallel
@@ -101,6 +103,14 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
         compile_top: how many of the best-ranked to compile (at least 1;
             default ``top + 2``).
         labels: with ``train_step``, the labels (y) as ``fit`` takes them.
+        plans: your own layout maps, ranked with the strategies' candidates:
+            a Plan, a Keras ``LayoutMap`` or ``ModelParallel`` (on its own
+            mesh, which must have ``devices`` devices), a function of a
+            ``DeviceMesh`` returning a LayoutMap or a class with
+            ``get_layout_map`` (on every ``batch × model`` shape it builds
+            on); a list of them, or a dict that names each. A budget one of
+            them meets is never met with an empty list. The map the model's
+            class ships is always a candidate.
 
     Raises:
         ShardvizError: for a device count outside 1 to
@@ -131,10 +141,14 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
                 f"at most {MAX_MESH_SIZE:,} devices.", hint="Give a smaller target.")
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
         model_or_builder, inputs=inputs)
-    found = []
-    for name, plan, reasons in _strategies(scan, n, sequence=inputs is not None) + _shipped(scan, n):
+    own = _own(plans, n)
+    found: list[Candidate] = []
+    refused: dict[str, Problem] = {}
+    for name, plan, reasons in (_strategies(scan, n, sequence=inputs is not None)
+                                + _shipped(scan, n) + own):
         report = analyze(scan, plan, target=hardware)
         if report.errors:
+            refused.setdefault(name, report.errors[0])
             continue
         c = Candidate(name, plan, reasons, report,
                       bytes_per_device=report.variable_bytes_per_device,
@@ -145,6 +159,13 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             c.notes.append(f"the variables alone take {c.bytes_per_device / capacity:.0%} of a "
                            f"chip's {human_bytes(capacity)}; activations must fit in the rest")
         found.append(c)
+    for name in dict.fromkeys(name for name, _, _ in own):
+        if not any(c.name == name for c in found):
+            problem = refused[name]
+            raise ShardvizError(
+                f"suggest(plans=...): Keras would refuse {name!r} on every mesh it builds on: "
+                f"{problem.message}", hint=problem.hint or "shardviz.audit(model, your_map) "
+                "lists what is wrong with it.", rule=problem.rule)
     everything = list(found)
     if budget is not None:
         found = [c for c in found if c.bytes_per_device <= budget]
@@ -208,6 +229,47 @@ def _shipped(scan: Scan, n: int) -> list[tuple[str, Plan, dict[str, str]]]:
             return []
         out.append(("shipped map", plan, {r.key: "the map the model's class ships"
                                           for r in plan.rules}))
+    return out
+
+
+def _own(plans: object, n: int) -> list[tuple[str, Plan, dict[str, str]]]:
+    """The user's own maps as candidates on ``n`` devices; a map on another
+    device count, or one that builds on no mesh shape, is an error that names it."""
+    if plans is None:
+        return []
+    if isinstance(plans, dict):
+        named = list(plans.items())
+    elif isinstance(plans, (list, tuple)):
+        named = [(f"your map {i + 1}" if len(plans) > 1 else "your map", p)
+                 for i, p in enumerate(plans)]
+    else:
+        named = [("your map", plans)]
+    out = []
+    for name, layout in named:
+        try:
+            plan_for, mesh = layout_source(layout)
+        except ShardvizError as e:
+            raise ShardvizError(f"suggest(plans=...): {name!r}: {e.message}", hint=e.hint,
+                                rule=e.rule) from None
+        if mesh is not None and math.prod(mesh.values()) != n:
+            raise ShardvizError(
+                f"suggest(plans=...): {name!r} is on {_mesh_text(plan_for(mesh))} "
+                f"({math.prod(mesh.values())} devices); suggest plans for {n}.",
+                hint=f"Give devices={math.prod(mesh.values())}, or the map on a mesh of "
+                f"{n} devices, or a function of a DeviceMesh that builds it on any.")
+        shapes = [mesh] if mesh is not None else [
+            {"batch": b, "model": m} for b, m in factorisations(n)]
+        built = []
+        for shape in shapes:
+            try:
+                built.append(plan_for(shape))
+            except Exception:  # noqa: BLE001  a shape the map does not build on
+                continue
+        if not built:
+            raise ShardvizError(f"suggest(plans=...): {name!r} builds on no mesh of {n} "
+                                "devices.", hint="Call it with a DeviceMesh to see Keras's error.")
+        out += [(str(name), plan, {r.key: f"{name}'s rule" for r in plan.rules})
+                for plan in built]
     return out
 
 

@@ -4,6 +4,7 @@ that names the layer that raised."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import re
 import time
@@ -15,6 +16,36 @@ from ..errors import OutOfMemory, Problem, ShardvizError
 from ..format import format_spec
 from ..layout.match import compiled as compiled_key
 from . import hlo, sources, xla_log
+
+_RANKING: contextvars.ContextVar[bool] = contextvars.ContextVar("ranking", default=False)
+
+RANKING_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+"""XLA options of a compile that only ranks alternatives on the simulated
+CPUs: the CPU backend skips its machine-code optimizations (about a third of
+the compile time), which run after the partitioner has placed the
+collectives. ``tests/test_audit.py`` checks that the collectives and the
+bytes per device are those of a default compile."""
+
+
+@contextlib.contextmanager
+def ranking_compiles():
+    """Compiles inside only rank alternatives against each other: on the
+    simulated CPUs they use :data:`RANKING_OPTIONS`. A program whose figures
+    are shown is compiled again outside."""
+    token = _RANKING.set(True)
+    try:
+        yield
+    finally:
+        _RANKING.reset(token)
+
+
+def _compiler_options(devices) -> dict | None:
+    import jax
+
+    if not _RANKING.get() or devices or jax.default_backend() != "cpu":
+        return None
+    return dict(RANKING_OPTIONS)
+
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -196,7 +227,7 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
         t = time.perf_counter()
         progress("compiling")
         with capturing_shardings(), xla_log.capturing_stderr() as lines:
-            compiled = lowered.compile()
+            compiled = lowered.compile(compiler_options=_compiler_options(devices))
         warnings, rest = xla_log.split_log(lines)
         xla_log.pass_on(rest)
         if log is not None:
