@@ -55,7 +55,7 @@ def rows(name: str, size: str, settings: dict, audit: bool):
 
     entry = hb.entry(name)
     overrides = {"dtype": "bfloat16"} if size == "preset" else {}
-    scan = shardviz.scan(hb.builder(name, size, **overrides))
+    scan = hb.scan(name, size, settings["batch"], settings["seq"], **overrides)
     params = sum(math.prod(v.shape) for v in scan.variables if v.trainable)
     checked = ("" if size == "reduced" else
                "no published count" if entry.params is None else

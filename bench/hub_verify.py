@@ -64,7 +64,7 @@ def main() -> None:
     for name in a.classes.split(","):
         t = time.perf_counter()
         module = f"hub_{name.lower()}"
-        scan = shardviz.scan(hb.builder(name))
+        scan = hb.scan(name, "reduced", BATCH, SEQ)
         outputs = scan.model.output
         # A backbone with several outputs (a dict) trains on one of them: the decoder's,
         # else the sequence output; every variable's shards are still compared.
@@ -79,7 +79,9 @@ def main() -> None:
             from shardviz.model.builders import load_builder
 
             sys.modules.pop(module, None)
-            scan = shardviz.scan(load_builder(f"{module}:build"))
+            wrapped = shardviz.scan(load_builder(f"{module}:build"))
+            scan = shardviz.scan(load_builder(f"{module}:build"),
+                                 inputs=hb.inputs(name, wrapped.model, BATCH, SEQ))
         inputs = hb.inputs(name, scan.model, BATCH, SEQ)
         record = {"backbone": name, "mesh": MESH, "batch": BATCH, "seq": SEQ, "trained_on": key,
                   "date": str(datetime.date.today()), **versions}

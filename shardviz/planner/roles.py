@@ -55,7 +55,11 @@ def roles(scan: Scan) -> list[Role]:
 
     square_column = _square_columns([v for v in kernels.values()
                                      if len(v.shape) == 2 and v.shape[0] == v.shape[1]])
+    first: dict[str, Role] = {}
     for v in scan.variables:
+        if v.path in first:  # another layer's variable of the same path: Keras lays it out alike
+            out.append(first[v.path])
+            continue
         layer_class, out_shape, embedding = by_layer.get(v.layer, ("", (), False))
         out_rank = len(out_shape)
         kernel = kernels.get(v.layer)
@@ -70,11 +74,12 @@ def roles(scan: Scan) -> list[Role]:
             kind, dim = "embedding", 0
         elif kernel is not None and v is kernel and len(v.shape) == 2:
             d_in, d_out = v.shape
-            if d_out > d_in or (d_out == d_in and square_column[v.path]):
+            if d_out > d_in or (d_out == d_in and square_column[v.path]) \
+                    or _narrow_key_value(v, kernels.values()):
                 kind, dim = "column", 1
             else:
                 kind, dim = "row", 0
-        elif kernel is not None and v is kernel and len(v.shape) == 3:
+        elif kernel is not None and v is kernel and len(v.shape) == 3 and "Conv" not in layer_class:
             if out_rank >= 4 or v.shape[0] > v.shape[1]:  # into heads
                 kind, dim = "heads-in", _heads_dim(v.shape, out_shape)
             else:  # (heads, head_dim, d_model)
@@ -87,8 +92,30 @@ def roles(scan: Scan) -> list[Role]:
                     and k_role.dim is not None and v.shape[0] == kernel.shape[k_role.dim] \
                     and v.shape[1] == kernel.shape[-1]:
                 kind, dim = "heads-in-bias", 0
-        out.append(Role(v.path, kind, dim, layer_class))
+        first[v.path] = Role(v.path, kind, dim, layer_class)
+        out.append(first[v.path])
     return out
+
+
+def _narrow_key_value(v: Any, kernels: Any) -> bool:
+    """Whether a narrowing 2-D kernel is one of a key/value pair of grouped-
+    query attention written with Dense layers: a sibling kernel (same parent
+    layer) has its very shape, and another reads the same input size into
+    at least as many features (the query). Those read the block's input, as
+    the query does, so they are split like columns.
+
+    >>> class V:
+    ...     def __init__(self, path, shape):
+    ...         self.path, self.layer, self.shape = path, path.rpartition("/")[0], shape
+    >>> q, k, v = V("a/q/kernel", (128, 128)), V("a/k/kernel", (128, 32)), V("a/v/kernel", (128, 32))
+    >>> _narrow_key_value(k, [q, k, v]), _narrow_key_value(k, [q, k])
+    (True, False)
+    """
+    parent = v.layer.rpartition("/")[0]
+    siblings = [w for w in kernels if w is not v and len(w.shape) == 2
+                and w.layer.rpartition("/")[0] == parent]
+    return (any(tuple(w.shape) == tuple(v.shape) for w in siblings)
+            and any(w.shape[0] == v.shape[0] and w.shape[1] > v.shape[1] for w in siblings))
 
 
 def _heads_dim(kernel: tuple[int, ...], out_shape: tuple) -> int:

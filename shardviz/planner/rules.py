@@ -19,6 +19,10 @@ def rules_for(specs: dict[str, tuple], paths: Sequence[str]) -> list[tuple[str, 
     >>> rules_for({"b0/up/kernel": (None, "m"), "b1/up/kernel": (None, "m")},
     ...           ["b0/up/kernel", "b1/up/kernel", "b0/down/kernel"])
     [('.*up/kernel', (None, 'm'))]
+    >>> paths = ["h/linear_0/kernel", "e_0/linear_0/kernel", "e_0/linear_1/kernel", "h/linear_1/kernel"]
+    >>> rules = rules_for({p: (None, "m") for p in paths[:3]}, paths)
+    >>> [sum(bool(re.fullmatch(k, p)) for k, _ in rules) for p in paths]  # once each, or never
+    [1, 1, 1, 0]
     """
     def strip(spec):
         spec = list(spec)
@@ -35,7 +39,7 @@ def rules_for(specs: dict[str, tuple], paths: Sequence[str]) -> list[tuple[str, 
             continue
         remaining = list(members)
         while remaining:
-            key, covered = _best_key(remaining, members, paths)
+            key, covered = _best_key(remaining, paths)
             out.append((key, spec))
             remaining = [p for p in remaining if p not in covered]
     order = {p: i for i, p in enumerate(paths)}
@@ -43,10 +47,12 @@ def rules_for(specs: dict[str, tuple], paths: Sequence[str]) -> list[tuple[str, 
     return out
 
 
-def _best_key(remaining: list[str], members: list[str], paths: Sequence[str]):
-    """The key that matches the most of ``remaining`` and nothing outside
-    ``members`` (the shortest among equals), and the paths it matches."""
-    allowed = set(members)
+def _best_key(remaining: list[str], paths: Sequence[str]):
+    """The key that matches the most of ``remaining`` and nothing else (not
+    another layout's paths, nor those an earlier key of this layout took:
+    Keras refuses a path that two keys match), the shortest among equals,
+    and the paths it matches."""
+    allowed = set(remaining)
     first = remaining[0]
     parts = first.split("/")
     tries = [_escape(first)]

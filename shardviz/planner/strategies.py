@@ -50,6 +50,8 @@ REASONS = {
                 "candidate shows that cost)",
     "lora": "LoRA factors follow their kernel's split (A its input dims, B its output dim), so "
             "the low-rank path adds no communication",
+    "other": "{layers} split{s} over `{axis}`; what it does could not be read from its shape, "
+             "so the compiled candidate is the one to judge it by",
     "fsdp": "fully sharded over `{axis}`: each device keeps 1/{k} of every large variable, and "
             "XLA brings a layer's weights together (or combines its partial results) over "
             "`{axis}` where the layer runs",
