@@ -6,7 +6,8 @@ Run:  .venv/bin/python bench/hub_verify.py [--classes LlamaBackbone,...] [--out 
 
 A backbone with several outputs (BERT's sequence and pooled outputs, an
 encoder-decoder's two) trains on one (the decoder's, else the sequence
-output), and its record says which; every variable is still compared.
+output, else the first), and its record says which; every variable is
+still compared.
 
 It prints a line per backbone (shards compared, the largest difference of
 the output and of the train step's loss and updated variables, seconds) and
@@ -70,8 +71,11 @@ def main() -> None:
         # else the sequence output; every variable's shards are still compared.
         key = None
         if isinstance(outputs, dict):
-            key = next((k for k in ("decoder_sequence_output", "sequence_output")
-                        if k in outputs), sorted(outputs)[0])
+            key = next((k for k in ("decoder_sequence_output", "sequence_output",
+                                    "last_hidden_state") if k in outputs),
+                       next(k for k in sorted(outputs) if hasattr(outputs[k], "shape")))
+        elif isinstance(outputs, (list, tuple)) and len(outputs) > 1:
+            key = 0  # a list of outputs (D-FINE's): the first
         with open(os.path.join(folder, f"{module}.py"), "w") as f:
             f.write(SINGLE.format(name=name) if key is None else
                     SEVERAL.format(name=name, key=key))

@@ -160,6 +160,7 @@ def test_ranking_compiles_give_the_collectives_and_bytes_of_a_default_compile():
     import keras_hub
 
     from shardviz.analysis import analyze, ranking_compiles
+    from shardviz.trace import compile as compile_module
 
     def small_llama():
         return keras_hub.models.LlamaBackbone(
@@ -174,9 +175,23 @@ def test_ranking_compiles_give_the_collectives_and_bytes_of_a_default_compile():
         plan = Plan({"batch": 2, "model": 4}, rules)
         default = analyze(scan, plan, batch=8, seq=32)
         with ranking_compiles():
+            assert compile_module._compiler_options(None) == compile_module.RANKING_OPTIONS
             ranked = analyze(scan, plan, batch=8, seq=32)
         assert default.trace_error is None and len(default.collectives)
         assert ranked.totals.collective_bytes == default.totals.collective_bytes
         assert ranked.totals.bytes_per_device == default.totals.bytes_per_device
         columns = ["kind", "layer", "axes", "bytes_per_device", "op_name"]
         assert ranked.collectives[columns].equals(default.collectives[columns])
+
+
+@hub
+def test_expert_weights_the_map_leaves_whole_are_found():
+    from shardviz.model import hub_backbones as hb
+
+    audit = shardviz.audit(hb.builder("QwenMoeBackbone"), "QwenMoeBackbone",
+                           mesh={"batch": 2, "model": 4}, replicated_bytes=0)
+    experts = audit.of("experts-replicated")
+    # Two reduced layers, each with its experts' gate-up and down weights: 12 experts each.
+    assert len(experts) >= 2, str(audit)
+    assert all("expert" in w or "moe" in w for w in experts["where"]), list(experts["where"])
+    assert all(row["bytes_per_device"] > 0 for row in experts.to_dict("records"))

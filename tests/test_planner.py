@@ -69,6 +69,7 @@ def test_heads_that_do_not_divide_are_never_split():
                 split_over.add(model)
         assert builds_under(c.plan, six_heads)
         assert "bytes_per_device (variables only)" in c.estimated  # nothing compiled
+        assert "reasons (unchecked)" in c.estimated and "reasons unchecked" in str(c)
     assert split_over == {2}
 
 
@@ -84,6 +85,24 @@ def test_roles_come_from_shapes_not_names():
              for r in roles(shardviz.scan(renamed))}
     assert kinds["alpha/kernel"] == "column" and kinds["omega/kernel"] == "row"
     assert kinds["alpha/bias"] == "column-bias" and kinds["omega/bias"] == "other"
+
+
+def test_grouped_query_key_value_dense_kernels_and_conv_kernels_get_their_roles():
+    pytest.importorskip("keras_hub")
+    from shardviz.model import hub_backbones as hb
+
+    # SmolLM3 writes query, key and value as Dense layers (4 query heads per kv head) and
+    # builds every layer's output projection under one path; Moonshine has a Conv1D stem.
+    smol = {r.path: r.kind for r in roles(hb.scan("SmolLM3Backbone"))}
+    for name in ("q_proj", "k_proj", "v_proj"):
+        assert smol[f"transformer_layer_0/self_attn/{name}/kernel"] == "column", name
+    assert smol["o_proj/kernel"] == "heads-out"
+    moon = {r.path: r.kind for r in roles(hb.scan("MoonshineBackbone"))}
+    assert moon["conv2/kernel"] == "other"
+    assert moon["encoder_block_0/self_attention_layer/query/kernel"] == "heads-in"
+    assert moon["encoder_block_0/feedforward/dense_1/kernel"] == "column"
+    plan = shardviz.layout_map_for(hb.scan("SmolLM3Backbone"), {"batch": 2, "model": 4})
+    assert len(plan) > 0  # a path shared by every layer no longer breaks the planner
 
 
 def test_rules_are_few_readable_and_exact():

@@ -49,10 +49,12 @@ class Candidate:
 
     @property
     def estimated(self) -> tuple[str, ...]:
-        """Which figures are estimates rather than a compiler's."""
+        """Which figures are estimates rather than a compiler's, and whether
+        the reasons are unchecked (only a compiled candidate's are checked
+        against its program)."""
         out = ["seconds"] if self.seconds is not None else []
         if not self.compiled:
-            out += ["bytes_per_device (variables only)", "comm_bytes"]
+            out += ["bytes_per_device (variables only)", "comm_bytes", "reasons (unchecked)"]
         return tuple(out)
 
     def row(self) -> dict:
@@ -71,13 +73,14 @@ class Candidate:
                 f"{esc(human_bytes(self.bytes_per_device))} per device, "
                 f"{esc(human_bytes(self.comm_bytes))} communicated per device"
                 + (f", ~{esc(human_seconds(self.seconds))} per step" if self.seconds else "")
-                + ("" if self.compiled else " <i>(estimated, not compiled)</i>")
+                + ("" if self.compiled else " <i>(estimated, not compiled: the reasons are "
+                                            "unchecked)</i>")
                 + f"<table>{rules}</table></div>")
 
     def __str__(self) -> str:
         lines = [f"{self.name} on {_mesh_text(self.plan)}: {human_bytes(self.bytes_per_device)} "
                  f"per device, {human_bytes(self.comm_bytes)} communicated"
-                 + ("" if self.compiled else " (estimated)")]
+                 + ("" if self.compiled else " (estimated; reasons unchecked)")]
         for r in self.plan.rules:
             lines.append(f"  {r.key!r}: {format_spec(r.axes)}  # {self.reasons.get(r.key, '')}")
         return "\n".join(lines)

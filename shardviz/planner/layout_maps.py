@@ -138,6 +138,12 @@ def layout_map_for(model_or_builder: object, device_mesh: Any, **kwargs: Any) ->
     holds JAX's devices when there are enough, else only their names (a map
     to read or save; give a DeviceMesh to distribute with it).
 
+    The keys name layers as a fresh session names them. Keras numbers a
+    layer built without a name from a per-session counter (``dense_3``), so
+    build such a model in a fresh session (``keras.backend.clear_session()``
+    first) for the keys to match it; ``shardviz.audit(model, layout_map)``
+    lists any rule that matches nothing.
+
     >>> import shardviz
     >>> from shardviz import examples
     >>> layout_map = shardviz.layout_map_for(examples.mlp, {"batch": 2, "model": 4})
