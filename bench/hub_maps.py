@@ -56,15 +56,20 @@ def rows(name: str, size: str, settings: dict, audit: bool):
     entry = hb.entry(name)
     overrides = {"dtype": "bfloat16"} if size == "preset" else {}
     scan = hb.scan(name, size, settings["batch"], settings["seq"], **overrides)
-    params = sum(math.prod(v.shape) for v in scan.variables if v.trainable)
-    checked = ("" if size == "reduced" else
-               "no published count" if entry.params is None else
-               "params as published" if params == entry.params else
-               f"params {params:,} != published {entry.params:,}")
+    trainable = sum(math.prod(v.shape) for v in scan.variables if v.trainable)
+    total = sum(math.prod(v.shape) for v in scan.variables)
+    checked = "" if size == "reduced" else entry.count_check(trainable, total)
     unit = kib if size == "reduced" else mib
     for target, mesh in settings["meshes"]:
         given = hb.inputs(name, scan.model, settings["batch"], settings["seq"], size)
-        choice = choose_map(scan, mesh, inputs=given, target=target)
+        where = f"{target or '8 CPUs'}: {mesh['batch']} × {mesh['model']}"
+        try:
+            choice = choose_map(scan, mesh, inputs=given, target=target)
+        except shardviz.ShardvizError as e:  # a mesh no candidate compiles on is a row
+            why = e.message.split("for this model: ")[-1]
+            yield (f"| {name} | {entry.preset or entry.note} | {where} | | | "
+                   f"no map compiles: {why[:320]} | | | | {checked} |")
+            continue
         shipped, ours = choice.shipped, choice.chosen
         ships = callable(getattr(type(scan.model), "get_layout_map", None))
         if not ships:
@@ -86,8 +91,8 @@ def rows(name: str, size: str, settings: dict, audit: bool):
                 findings = ", ".join(f"{k} {v}" for k, v in
                                      a.findings.kind.value_counts().items()) or "none"
         fits = "" if ours.fits is None else (" (fits)" if ours.fits else " (does not fit)")
-        yield (f"| {name} | {entry.preset or entry.note} | {target or '8 CPUs'}: "
-               f"{mesh['batch']} × {mesh['model']} | {shipped_text[0]} | {shipped_text[1]} | "
+        yield (f"| {name} | {entry.preset or entry.note} | {where} | "
+               f"{shipped_text[0]} | {shipped_text[1]} | "
                f"{choice.label} | {unit(ours.bytes_per_device)}{fits} | "
                f"{unit(ours.collective_bytes)} | {findings} | {checked} |")
 
@@ -97,8 +102,8 @@ def table_rows(name: str, size: str, settings: dict, audit: bool) -> list[str]:
     try:
         out = list(rows(name, size, settings, audit=audit))
     except Exception as e:  # noqa: BLE001  one backbone's failure is a row
-        out = [f"| {name} | error: {type(e).__name__}: {str(e).splitlines()[0][:160]} "
-               "| | | | | | | | |"]
+        why = str(e).splitlines()[0].split("for this model: ")[-1]
+        out = [f"| {name} | no map compiles: {why[:320]} | | | | | | | | |"]
     print(f"{name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     return out
 
