@@ -10,7 +10,7 @@ The configurations are in :mod:`~shardviz.model.hub_configs_listed`,
 published configuration; ``bench/hub_maps.py --size preset`` builds each one
 without allocating and checks its parameter count against the count keras-hub
 publishes in the preset's metadata (``HubBackbone.count_check``), as
-``tests/test_hub_backbones.py`` does for every one that builds quickly.
+``tests/test_hub_backbones.py`` does for every one.
 
 >>> from shardviz.model import hub_backbones
 >>> hub_backbones.BACKBONES[:3]
@@ -147,7 +147,6 @@ def inputs(name: str, model: Any, batch: int, seq: int, size: str = "reduced") -
         return given
     return {k: jax.ShapeDtypeStruct((batch, fixed[k]) + tuple(v.shape[2:]), v.dtype)
             if k in fixed else v for k, v in given.items()}
-
 
 
 def scan(name: str, size: str = "reduced", batch: int = 8, seq: int = 32, **overrides: Any) -> Any:
