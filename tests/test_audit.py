@@ -13,6 +13,14 @@ hub = pytest.mark.skipif(not HAVE_HUB, reason="keras-hub is not installed")
 MEGATRON = examples.megatron_plan(batch=2, model=4)
 
 
+def small_llama(kv_heads: int):
+    import keras_hub
+
+    return keras_hub.models.LlamaBackbone(
+        vocabulary_size=256, num_layers=2, num_query_heads=8, hidden_dim=128,
+        intermediate_dim=256, num_key_value_heads=kv_heads, name="small_llama")
+
+
 def mlp():
     return examples.mlp(d_model=512, hidden=2048)
 
@@ -75,14 +83,7 @@ def test_a_split_that_does_not_divide_is_listed_per_mesh_shape():
 
 @hub
 def test_keras_hub_llama_map_audited_by_class_name():
-    import keras_hub
-
-    def small_llama():
-        return keras_hub.models.LlamaBackbone(
-            vocabulary_size=256, num_layers=2, num_query_heads=8, hidden_dim=128,
-            intermediate_dim=256, num_key_value_heads=2, name="small_llama")
-
-    audit = shardviz.audit(small_llama, "LlamaBackbone", mesh={"batch": 2, "model": 4},
+    audit = shardviz.audit(lambda: small_llama(2), "LlamaBackbone", mesh={"batch": 2, "model": 4},
                            batch=8, seq=32)
     # The map splits the heads dim over 'batch': two kv heads do not divide 4 or 8.
     kv = audit.of("indivisible")
@@ -157,17 +158,10 @@ def test_a_layout_map_with_an_invalid_regex_names_the_rule():
 
 @hub
 def test_ranking_compiles_give_the_collectives_and_bytes_of_a_default_compile():
-    import keras_hub
-
     from shardviz.analysis import analyze, ranking_compiles
     from shardviz.trace import compile as compile_module
 
-    def small_llama():
-        return keras_hub.models.LlamaBackbone(
-            vocabulary_size=256, num_layers=2, num_query_heads=8, hidden_dim=128,
-            intermediate_dim=256, num_key_value_heads=4, name="small_llama")
-
-    scan = shardviz.scan(small_llama)
+    scan = shardviz.scan(lambda: small_llama(4))
     swapped = {".*(query|key|value)/kernel": (None, "model", None),
                ".*attention_output/kernel": ("model", None, None),
                ".*feedforward_gate_dense/kernel": ("model", None)}

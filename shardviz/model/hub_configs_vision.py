@@ -16,6 +16,19 @@ from typing import Any
 from .hub_entry import entry as _b
 from .hub_entry import sub as _sub
 
+
+def _hgnetv2_nano(size: int) -> dict:
+    """D-FINE nano's convolutional backbone, for ``size`` x ``size`` images."""
+    return _sub("HGNetV2Backbone", stem_channels=[3, 16, 16],
+                stackwise_stage_filters=[[16, 16, 64, 1, 3, 3], [64, 32, 256, 1, 3, 3],
+                                         [256, 64, 512, 2, 3, 5], [512, 128, 1024, 1, 3, 5]],
+                apply_downsample=[False, True, True, True],
+                use_lightweight_conv_block=[False, False, True, True],
+                depths=[1, 1, 2, 1], hidden_sizes=[64, 256, 512, 1024], embedding_size=16,
+                use_learnable_affine_block=True, hidden_act="relu",
+                image_shape=(size, size, 3), out_features=["stage3", "stage4"])
+
+
 ENTRIES = [
     _b("CLIPBackbone", "clip_vit_base_patch16", 149620934,
        dict(vision_encoder=_sub("CLIPVisionEncoder", name="vision_encoder", patch_size=16,
@@ -251,15 +264,7 @@ ENTRIES = [
        "image tokens) and 256 T5 tokens; the lengths must be fixed (the blocks cannot be "
        "traced with open ones)"),
     _b("DFineBackbone", "dfine_nano_coco", 3788625,
-       dict(backbone=_sub("HGNetV2Backbone", stem_channels=[3, 16, 16],
-                          stackwise_stage_filters=[[16, 16, 64, 1, 3, 3], [64, 32, 256, 1, 3, 3],
-                                                   [256, 64, 512, 2, 3, 5],
-                                                   [512, 128, 1024, 1, 3, 5]],
-                          apply_downsample=[False, True, True, True],
-                          use_lightweight_conv_block=[False, False, True, True],
-                          depths=[1, 1, 2, 1], hidden_sizes=[64, 256, 512, 1024],
-                          embedding_size=16, use_learnable_affine_block=True, hidden_act="relu",
-                          image_shape=(640, 640, 3), out_features=["stage3", "stage4"]),
+       dict(backbone=_hgnetv2_nano(640),
             decoder_in_channels=[128, 128], encoder_hidden_dim=128, num_labels=80,
             num_denoising=0, learn_initial_query=False, hidden_dim=128, num_queries=300,
             anchor_image_size=(640, 640), feat_strides=[16, 32], num_feature_levels=2,
@@ -268,15 +273,7 @@ ENTRIES = [
             depth_multiplier=0.5, eval_idx=-1, num_decoder_layers=3, decoder_attention_heads=8,
             decoder_ffn_dim=512, decoder_n_points=[6, 6], lqe_hidden_dim=64, num_lqe_layers=2,
             out_features=["stage3", "stage4"], image_shape=(640, 640, 3), seed=0),
-       dict(backbone=_sub("HGNetV2Backbone", stem_channels=[3, 16, 16],
-                          stackwise_stage_filters=[[16, 16, 64, 1, 3, 3], [64, 32, 256, 1, 3, 3],
-                                                   [256, 64, 512, 2, 3, 5],
-                                                   [512, 128, 1024, 1, 3, 5]],
-                          apply_downsample=[False, True, True, True],
-                          use_lightweight_conv_block=[False, False, True, True],
-                          depths=[1, 1, 2, 1], hidden_sizes=[64, 256, 512, 1024],
-                          embedding_size=16, use_learnable_affine_block=True, hidden_act="relu",
-                          image_shape=(64, 64, 3), out_features=["stage3", "stage4"]),
+       dict(backbone=_hgnetv2_nano(64),
             decoder_in_channels=[128, 128], encoder_hidden_dim=128, num_labels=80,
             num_denoising=0, learn_initial_query=False, hidden_dim=128, num_queries=16,
             anchor_image_size=(64, 64), feat_strides=[16, 32], num_feature_levels=2,
