@@ -6,8 +6,8 @@ Run:  .venv/bin/python bench/hub_verify.py [--classes LlamaBackbone,...] [--out 
 
 A backbone with several outputs (BERT's sequence and pooled outputs, an
 encoder-decoder's two) trains on one (the decoder's, else the sequence
-output, else the first), and its record says which; every variable is
-still compared.
+output, else the first), and its record says which; the map is still the
+one chosen for the whole backbone, and every variable is compared.
 
 It prints a line per backbone (shards compared, the largest difference of
 the output and of the train step's loss and updated variables, seconds) and
@@ -79,13 +79,9 @@ def main() -> None:
         with open(os.path.join(folder, f"{module}.py"), "w") as f:
             f.write(SINGLE.format(name=name) if key is None else
                     SEVERAL.format(name=name, key=key))
-        if key is not None:
-            from shardviz.model.builders import load_builder
-
-            sys.modules.pop(module, None)
-            wrapped = shardviz.scan(load_builder(f"{module}:build"))
-            scan = shardviz.scan(load_builder(f"{module}:build"),
-                                 inputs=hb.inputs(name, wrapped.model, BATCH, SEQ))
+        # The map is the one layout_map_for gives the backbone (every variable it builds,
+        # the prompt encoders a wrapper does not reach included); the workers build the
+        # wrapper, which trains on one output.
         inputs = hb.inputs(name, scan.model, BATCH, SEQ)
         record = {"backbone": name, "mesh": MESH, "batch": BATCH, "seq": SEQ, "trained_on": key,
                   "date": str(datetime.date.today()), **versions}
@@ -98,7 +94,9 @@ def main() -> None:
         else:
             record.update(agree=result.agree, label=choice.label, rules=len(choice.plan.rules),
                           shards=result.checked, output_max_abs_diff=result.max_abs_diff,
+                          output_tolerance_used=result.tolerance_used,
                           step_max_abs_diff=result.step_max_abs_diff,
+                          step_tolerance_used=result.step_tolerance_used,
                           disagreements=result.lines[:3])
         record["seconds"] = round(time.perf_counter() - t, 1)
         records.append(record)

@@ -55,20 +55,9 @@ NOT_PROVEN = {
 """keras-hub backbones without a proven map, and why."""
 
 DISAGREES = {
-    "SegFormerBackbone": "on 2 processes its forward output differs from one process's (max "
-    "|diff| 1.17) while every shard and the train step agree; not yet explained",
-    "BLIP2Backbone": "on 2 processes the train step's update of the Q-Former's query tokens "
-    "differs from one process's (max |diff| 40) while the forward pass agrees; not yet "
-    "explained",
-    "EdRecBackbone": "on 2 processes its output and updated embedding differ from one "
-    "process's by 3.8e-5 and 4.5e-5, over verify's tolerance (rtol 1e-4, atol 1e-5)",
     "DFineBackbone": "on 2 processes the train step's updates of its convolutional "
     "backbone's kernels differ from one process's (max |diff| 0.049) while the forward pass "
     "agrees; not yet explained",
-    "SAMBackbone": "verify trains on its image embeddings through a model that holds only "
-    "their layers, and a rule made for that model's numbered convolutions "
-    "(`.*conv\\d+d_\\d+/kernel`) also matches the prompt encoder's, which the backbone "
-    "still builds: the workers' build refuses the map",
 }
 """Configured backbones whose map is not proven on two processes, and why: the
 records of ``bench/hub_verify.py`` (``tests/data/hub_verify.jsonl``) show it."""

@@ -38,7 +38,14 @@ import pandas as pd
 from ..errors import ShardvizError
 from ..model.builders import builder_ref, load_builder
 from ..plan import as_plan, check_processes
-from .train_check import SEED, label_spec_of, reference_output, reference_step, step_lines
+from .train_check import (
+    SEED,
+    label_spec_of,
+    output_lines,
+    reference_output,
+    reference_step,
+    step_lines,
+)
 
 DEFAULT_TIMEOUT = 180.0
 """Seconds verification may take, the model built in this process and the
@@ -83,6 +90,12 @@ class Verification:
     step_max_abs_diff: float | None = None
     """With ``train_step=True``: the largest difference between the train
     step's loss and updated variables on the processes and in one process."""
+    tolerance_used: float | None = None
+    """The largest share of the tolerance an output's difference used (at
+    most 1 where they agree): within ``1e-4`` of the output's largest
+    magnitude, plus ``1e-5`` (:func:`.train_check.agrees`)."""
+    step_tolerance_used: float | None = None
+    """The same for the train step's loss and updated variables."""
 
     @property
     def lines(self) -> list[str]:
@@ -98,12 +111,17 @@ class Verification:
                 f"{'s' if n != 1 else ''}, {len(self.failures)} worker failure"
                 f"{'s' if len(self.failures) != 1 else ''}")
         tail = (f"; gathered output matches the single-process run (max |diff| "
-                f"{self.max_abs_diff:.2e})" if self.agree and self.max_abs_diff is not None
-                else "")
+                f"{self.max_abs_diff:.2e}{_used(self.tolerance_used)})"
+                if self.agree and self.max_abs_diff is not None else "")
         if self.agree and self.step_max_abs_diff is not None:
             tail += ("; the train step's loss and every updated variable match the single-"
-                     f"process step (max |diff| {self.step_max_abs_diff:.2e})")
+                     f"process step (max |diff| {self.step_max_abs_diff:.2e}"
+                     f"{_used(self.step_tolerance_used)})")
         return "\n".join([head + tail + f" ({self.seconds:.1f} s)"] + self.lines)
+
+
+def _used(share: float | None) -> str:
+    return "" if share is None else f", {share:.0%} of the tolerance"
 
 
 def free_port() -> int:
@@ -450,32 +468,15 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
                 failures.append(f"worker {r['process']} failed while {r.get('stage')}: "
                                 f"{r.get('error', '')}")
     checked, max_diff, step_diff = 0, None, None
+    used: float | None = None
+    step_used: float | None = None
     lines: list[str] = []
     if not failures:
         lines, checked = _compare(report, results, n)
-        gathered_path = os.path.join(directory, "output.npz")
-        if os.path.exists(gathered_path):
-            with np.load(gathered_path) as data:
-                gathered = [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[1]))]
-            if len(gathered) != len(expected_output):
-                lines.append(f"the gathered output has {len(gathered)} arrays; the single-"
-                             f"process run has {len(expected_output)}")
-            else:
-                max_diff = 0.0
-                for i, (g, want) in enumerate(zip(gathered, expected_output)):
-                    if g.shape != want.shape:
-                        lines.append(f"output {i}: gathered shape {g.shape}, single-process "
-                                     f"shape {want.shape}")
-                        continue
-                    diff = float(np.max(np.abs(g.astype(np.float64) - want.astype(np.float64))))
-                    max_diff = max(max_diff, diff)
-                    if not np.allclose(g, want, rtol=1e-4, atol=1e-5):
-                        lines.append(f"output {i}: the gathered output differs from the single-"
-                                     f"process run (max |diff| {diff:.3g})")
-        else:
-            lines.append("process 0 wrote no gathered output")
+        found, max_diff, used = output_lines(directory, expected_output)
+        lines += found
         if expected_step is not None:
-            found, step_diff = step_lines(directory, results, expected_step)
+            found, step_diff, step_used = step_lines(directory, results, expected_step)
             lines += found
     agree = not lines and not failures
     if own_dir and agree:
@@ -487,4 +488,6 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
                         hosts=report.hosts,
                         checked=checked, max_abs_diff=max_diff,
                         seconds=time.perf_counter() - start, report=report,
-                        step_max_abs_diff=step_diff if expected_step is not None else None)
+                        step_max_abs_diff=step_diff if expected_step is not None else None,
+                        tolerance_used=used,
+                        step_tolerance_used=step_used if expected_step is not None else None)
