@@ -200,6 +200,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             problems += checks.attention_problems(traced.attention, hardware)
             problems += traced.problems
             problems = _drop_rules_that_place_slots(problems, traced)
+    problems += checks.gradient_problems(scan, plan, traced)
     if not isinstance(trace_error, OutOfMemory):
         problems += checks.fit_problems(hardware, var_layouts, traced, mesh)
     return Report(

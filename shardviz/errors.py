@@ -54,6 +54,9 @@ PROBLEM_KINDS = {
     # target hardware
     "does-not-fit": "a chip needs more memory than it has",
     "attention": "Keras runs XLA's attention, which keeps every head's scores, on a target",
+    # numerics
+    "wrong-gradient": "XLA computes a wrong gradient under this layout (grouped "
+    "convolutions on a mesh that copies the batch)",
 }
 """Every problem kind shardviz reports, with a one-line description."""
 
