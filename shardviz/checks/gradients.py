@@ -80,7 +80,7 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
 def _compiled(collectives, layers, names, mesh: dict, batch: str) -> list[Problem]:
     """The all-reduces of the compiled train step that sum a grouped
     convolution's kernel gradient over copies of the batch."""
-    found = {}
+    found: dict[str, tuple] = {}
     for c in collectives:
         if c.kind != "all-reduce" or c.pass_ != "backward":
             continue
