@@ -64,7 +64,7 @@ def rows(name: str, size: str, settings: dict, audit: bool):
         given = hb.inputs(name, scan.model, settings["batch"], settings["seq"], size)
         where = f"{target or '8 CPUs'}: {mesh['batch']} × {mesh['model']}"
         try:
-            choice = choose_map(scan, mesh, inputs=given, target=target)
+            choice = choose_map(scan, mesh, inputs=given, target=target, skip_dominated=True)
         except shardviz.ShardvizError as e:  # a mesh no candidate compiles on is a row
             why = e.message.split("for this model: ")[-1]
             yield (f"| {name} | {entry.preset or entry.note} | {where} | | | "

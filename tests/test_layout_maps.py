@@ -95,3 +95,27 @@ def test_choose_map_states_the_trade_and_takes_a_preference():
     assert memory.shipped is None  # an MLP's class ships no map
     with pytest.raises(shardviz.ShardvizError, match="'memory' or 'communication'"):
         shardviz.choose_map(build, mesh, prefer="speed")
+
+
+def test_skipping_dominated_candidates_compiles_fewer_and_chooses_the_same():
+    """A candidate whose variables alone take more than a compiled candidate's
+    program is not compiled; the full comparison confirms it could not win."""
+    def build():
+        import keras
+
+        inputs = keras.Input((512,))
+        x = inputs
+        for i in range(8):  # deep enough that gathering one layer costs less than a copy
+            x = keras.layers.Dense(512, name=f"dense_{i}")(x)
+        return keras.Model(inputs, x)
+
+    mesh = {"batch": 2, "model": 4}
+    full = shardviz.choose_map(build, mesh, inputs=(8, 512))
+    fast = shardviz.choose_map(build, mesh, inputs=(8, 512), skip_dominated=True)
+    assert (fast.label, fast.plan) == (full.label, full.plan)
+    skipped = fast.candidates[fast.candidates.skipped.notna()]
+    assert len(skipped) >= 1 and full.candidates.skipped.isna().all()
+    compiled = full.candidates.set_index("label").bytes_per_device
+    for row in skipped.itertuples():
+        assert row.skipped.startswith("not compiled: its variables alone take")
+        assert compiled[row.label] > fast.chosen.bytes_per_device

@@ -29,14 +29,24 @@ MEASURED_JAX = ("0.10.2", "0.12.0.1")
 
 def grouped_convolutions(model) -> list:
     """The layers of ``model`` whose convolution is grouped: ``groups`` above
-    1, or depthwise and separable convolutions."""
+    1, or depthwise and separable convolutions; a layer that wraps such a
+    convolution (keras-hub's own conv blocks) gives the convolution only."""
     from .._adapters.keras import all_layers, keras
 
     k = keras()
     depthwise = tuple(getattr(k.layers, name) for name in (
         "DepthwiseConv1D", "DepthwiseConv2D", "SeparableConv1D", "SeparableConv2D"))
-    return [layer for layer in all_layers(model)
-            if isinstance(layer, depthwise) or getattr(layer, "groups", 1) > 1]
+    found = [layer for layer in all_layers(model)
+             if isinstance(layer, depthwise) or getattr(layer, "groups", 1) > 1]
+    return [layer for layer in found if not _wraps(layer, found)]
+
+
+def _wraps(layer, found: list) -> bool:
+    """Whether ``layer`` holds another of ``found`` inside it."""
+    from .._adapters.keras import all_layers
+
+    inside = {id(x) for x in all_layers(layer)}
+    return any(id(other) in inside for other in found if other is not layer)
 
 
 def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
@@ -59,7 +69,7 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
         return []
     names = [getattr(layer, "path", layer.name) for layer in layers]
     if traced is not None and traced.train_step:
-        return _compiled(traced.collectives, layers, names, mesh, batch)
+        return _compiled(traced.collectives, layers, names, mesh, batch, scan.model)
     copies = devices // split
     others = ", ".join(f"'{a}'" for a in mesh if a != batch and mesh[a] > 1)
     return [Problem(
@@ -77,17 +87,21 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
         path=_kernel(layers[0]), layer=names[0])]
 
 
-def _compiled(collectives, layers, names, mesh: dict, batch: str) -> list[Problem]:
+def _compiled(collectives, layers, names, mesh: dict, batch: str, model) -> list[Problem]:
     """The all-reduces of the compiled train step that sum a grouped
-    convolution's kernel gradient over copies of the batch."""
+    convolution's kernel gradient over copies of the batch: in the backward
+    pass, over a mesh axis the batch is not split over, in the scope of the
+    convolution or of a layer (a nested model) that holds it."""
+    within = _scopes_holding(model, layers, names)
     found: dict[str, tuple] = {}
     for c in collectives:
         if c.kind != "all-reduce" or c.pass_ != "backward":
             continue
         over = [a for a in c.axes if a != batch and mesh.get(a, 1) > 1]
-        scoped = {part.strip() for part in (c.layer or "").split(",")}
-        for layer, name in zip(layers, names):
-            if over and name in scoped:
+        if not over:
+            continue
+        for scope in (part.strip() for part in (c.layer or "").split(",")):
+            for layer, name in within.get(scope, ()):
                 found.setdefault(name, (layer, over))
     if not found:
         return []
@@ -108,6 +122,21 @@ def _compiled(collectives, layers, names, mesh: dict, batch: str) -> list[Proble
         f"convolutions' input channels over {axes} (a rule that splits the output channels of "
         "the layer before them); shardviz.verify(..., train_step=True) checks the result.",
         path=_kernel(layer), layer=name)]
+
+
+def _scopes_holding(model, layers: list, names: list[str]) -> dict[str, list]:
+    """Each scope a collective may name (a layer's path or name) to the
+    grouped convolutions it holds: its own, or those inside it."""
+    from .._adapters.keras import all_layers
+
+    out: dict[str, list] = {}
+    for holder in all_layers(model):  # not the model: a collective it alone scopes says nothing
+        inside = {id(x) for x in all_layers(holder)} | {id(holder)}
+        held = [(layer, name) for layer, name in zip(layers, names) if id(layer) in inside]
+        if held:
+            for key in {getattr(holder, "path", None), holder.name} - {None}:
+                out.setdefault(key, held)
+    return out
 
 
 def _listed(names: list[str]) -> str:

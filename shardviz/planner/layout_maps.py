@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..analysis import analyze
 from ..errors import ShardvizError
+from ..format import human_bytes
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
 from ..plan import Plan
@@ -31,7 +32,8 @@ class MapChoice:
     plan: Plan
     candidates: pd.DataFrame
     """A row per candidate: label, builds, error (the first, where it does
-    not build), bytes_per_device, collective_bytes, fits, chosen
+    not build), bytes_per_device, collective_bytes, fits, rules, skipped
+    (why it was not compiled, with ``skip_dominated``), chosen
     (``bytes_per_device`` and ``collective_bytes`` per device, from compiled
     programs when inputs were given, else variables only)."""
     compiled: bool
@@ -59,7 +61,8 @@ def shipped_plan(scan: Scan, mesh: dict[str, int]) -> Plan | None:
 
 def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object = None,
                batch: int | None = None, seq: int | None = None,
-               target: str | None = None, prefer: str = "memory") -> MapChoice:
+               target: str | None = None, prefer: str = "memory",
+               skip_dominated: bool = False) -> MapChoice:
     """Compile every strategy of the planner on exactly this ``{"batch": b,
     "model": m}`` mesh and choose one: the least memory per device, then the
     fewest collective bytes, from compiled programs when ``inputs`` (or
@@ -71,6 +74,13 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
 
     ``prefer="communication"`` chooses the fewest collective bytes first, then
     the least memory: the trade is in ``candidates``.
+
+    ``skip_dominated=True`` (with ``prefer="memory"`` and a compile) compiles
+    the candidates in the order of their variables' bytes per device, and
+    skips one whose variables alone take more than a compiled candidate's
+    whole program: it cannot be chosen, since a compiled program holds its
+    variables. The choice is the same, with fewer compiles; the skipped row
+    says why and has no compiled figures. The shipped map is always compiled.
     """
     if prefer not in ("memory", "communication"):
         raise ShardvizError(f"prefer={prefer!r:.40} is not a choice.",
@@ -90,8 +100,23 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
     if shipped is not None:
         found.append(("shipped", shipped))
     compiled = inputs is not None or batch is not None or seq is not None
-    rows = []
+    skipping = skip_dominated and compiled and prefer == "memory"
+    if skipping:  # the shipped map first, then the least variable bytes first
+        floors = {label: _variable_bytes(scan, plan, target) for label, plan in found}
+        found.sort(key=lambda item: (item[0] != "shipped", floors[item[0]]))
+    rows: list[dict] = []
     for label, plan in found:
+        if skipping and label != "shipped":
+            best = _best_so_far(rows)
+            if best is not None and floors[label] > best["bytes_per_device"]:
+                rows.append({"label": label, "builds": True, "error": None,
+                             "bytes_per_device": None, "collective_bytes": None, "fits": None,
+                             "rules": len(plan.rules), "plan": plan,
+                             "skipped": f"not compiled: its variables alone take "
+                             f"{human_bytes(floors[label])} per device, more than the "
+                             f"{human_bytes(best['bytes_per_device'])} of {best['label']}'s "
+                             "compiled program"})
+                continue
         report = analyze(scan, plan, inputs=inputs, batch=batch, seq=seq, target=target) \
             if compiled else analyze(scan, plan, target=target)
         t = report.totals
@@ -99,10 +124,10 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
                      "error": report.errors[0].message if report.errors else None,
                      "bytes_per_device": t.bytes_per_device,
                      "collective_bytes": t.collective_bytes or 0, "fits": t.fits,
-                     "rules": len(plan.rules), "plan": plan})
+                     "rules": len(plan.rules), "plan": plan, "skipped": None})
     table = pd.DataFrame(rows, columns=["label", "builds", "error", "bytes_per_device",
-                                        "collective_bytes", "fits", "rules", "plan"])
-    pool = table[table.builds]
+                                        "collective_bytes", "fits", "rules", "skipped", "plan"])
+    pool = table[table.builds & table.skipped.isna()]
     base = pool[pool.label == "shipped"]
     if not base.empty:
         b = base.iloc[0]
@@ -123,6 +148,23 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
     table["chosen"] = table.index == best
     return MapChoice(dict(mesh), str(table.label[best]), table.plan[best],
                      table.drop(columns="plan"), compiled)
+
+
+def _variable_bytes(scan: Scan, plan: Plan, target: str | None) -> float:
+    """The bytes per device of a plan's variables (no compile): what any
+    compiled program under it holds at least."""
+    report = analyze(scan, plan, target=target)
+    return float(report.variable_bytes_per_device) if not report.errors else math.inf
+
+
+def _best_so_far(rows: list[dict]) -> dict | None:
+    """The compiled candidate with the least memory that builds and is no
+    worse than the shipped map (the first row, where there is one)."""
+    shipped = next((r for r in rows if r["label"] == "shipped" and r["builds"]), None)
+    pool = [r for r in rows if r["builds"] and r["skipped"] is None
+            and (shipped is None or (r["bytes_per_device"] <= shipped["bytes_per_device"]
+                                     and r["collective_bytes"] <= shipped["collective_bytes"]))]
+    return min(pool, key=lambda r: r["bytes_per_device"], default=None)
 
 
 def plan_for_mesh(model_or_builder: object, mesh: dict[str, int], **kwargs: Any) -> Plan:
