@@ -101,12 +101,13 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
         found.append(("shipped", shipped))
     compiled = inputs is not None or batch is not None or seq is not None
     skipping = skip_dominated and compiled and prefer == "memory"
+    order = [label for label, _ in found]
     if skipping:  # the shipped map first, then the least variable bytes first
         floors = {label: _variable_bytes(scan, plan, target) for label, plan in found}
         found.sort(key=lambda item: (item[0] != "shipped", floors[item[0]]))
     rows: list[dict] = []
     for label, plan in found:
-        if skipping and label != "shipped":
+        if skipping and label != "shipped" and math.isfinite(floors[label]):
             best = _best_so_far(rows)
             if best is not None and floors[label] > best["bytes_per_device"]:
                 rows.append({"label": label, "builds": True, "error": None,
@@ -125,6 +126,7 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
                      "bytes_per_device": t.bytes_per_device,
                      "collective_bytes": t.collective_bytes or 0, "fits": t.fits,
                      "rules": len(plan.rules), "plan": plan, "skipped": None})
+    rows.sort(key=lambda r: order.index(r["label"]))  # ties keep the strategies' order
     table = pd.DataFrame(rows, columns=["label", "builds", "error", "bytes_per_device",
                                         "collective_bytes", "fits", "rules", "skipped", "plan"])
     pool = table[table.builds & table.skipped.isna()]
@@ -152,7 +154,8 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
 
 def _variable_bytes(scan: Scan, plan: Plan, target: str | None) -> float:
     """The bytes per device of a plan's variables (no compile): what any
-    compiled program under it holds at least."""
+    compiled program under it holds at least; infinite where Keras would
+    refuse the plan (it is then compiled, to say why)."""
     report = analyze(scan, plan, target=target)
     return float(report.variable_bytes_per_device) if not report.errors else math.inf
 
