@@ -21,8 +21,9 @@ Last, one ``model.fit`` step of two small Keras models under Keras's own
 ``ModelParallel`` with no rules (only the batch laid out), on each mesh
 shape: a lone DepthwiseConv2D, and the same followed by a pointwise Conv2D.
 It prints each depthwise kernel's update as a multiple of the update on one
-device: whether Keras's program sums over the copies depends on the
-layers around the convolution.
+device (each model built and trained under the distribution, as a script
+that sets one does). Measured here: 4.00 on 2 x 4, 2.00 on 4 x 2 and 1.00 on
+8 x 1, for both models.
 """
 
 from __future__ import annotations
