@@ -107,3 +107,34 @@ def test_a_convolution_whose_input_channels_are_split_trains_right_and_is_not_fl
     assert update(depthwise(pre=True), (2, 4), SPLIT_CHANNELS) == pytest.approx(1, rel=1e-3)
     report = train_step(depthwise(pre=True), Plan({"batch": 2, "model": 4}, SPLIT_CHANNELS))
     assert not wrong_gradient(report)
+
+
+def op_in_a_custom_layer():
+    """A grouped convolution called as an op inside a custom layer (as
+    Qwen3.5's gated delta net calls keras.ops.depthwise_conv)."""
+    import keras
+
+    class Mixer(keras.layers.Layer):
+        def build(self, shape):
+            self.kernel = self.add_weight(shape=(3, 3, shape[-1], 1), name="kernel")
+
+        def call(self, x):
+            return keras.ops.depthwise_conv(x, self.kernel, padding="same")
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((16, 16, 32))
+    model = keras.Model(inputs, Mixer(name="dw")(inputs))
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.get_layer("dw").kernel.assign(
+        np.random.default_rng(1).standard_normal((3, 3, 32, 1)).astype("float32") * 0.1)
+    return model
+
+
+def test_a_grouped_convolution_op_inside_a_custom_layer_is_found_in_the_program():
+    """No Keras convolution layer: only the compiled program shows the grouped
+    convolution, and the factor is the one Keras's step gives."""
+    assert update(op_in_a_custom_layer, (2, 4)) == pytest.approx(4, rel=1e-3)
+    plan = Plan({"batch": 2, "model": 4})
+    assert not wrong_gradient(shardviz.analyze(op_in_a_custom_layer, plan))
+    (p,) = wrong_gradient(train_step(op_in_a_custom_layer, plan))
+    assert p.layer == "dw" and "comes out 4 times too large" in p.message

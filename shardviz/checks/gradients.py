@@ -65,11 +65,11 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
     if split <= 1 or split >= devices:
         return []
     layers = grouped_convolutions(scan.model)
-    if not layers:
-        return []
     names = [getattr(layer, "path", layer.name) for layer in layers]
     if traced is not None and traced.train_step:
-        return _compiled(traced.collectives, layers, names, mesh, batch, scan.model)
+        return _compiled(traced, layers, names, mesh, batch, scan.model)
+    if not layers:
+        return []
     copies = devices // split
     others = ", ".join(f"'{a}'" for a in mesh if a != batch and mesh[a] > 1)
     return [Problem(
@@ -87,14 +87,18 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
         path=_kernel(layers[0]), layer=names[0])]
 
 
-def _compiled(collectives, layers, names, mesh: dict, batch: str, model) -> list[Problem]:
+def _compiled(traced, layers, names, mesh: dict, batch: str, model) -> list[Problem]:
     """The all-reduces of the compiled train step that sum a grouped
     convolution's kernel gradient over copies of the batch: in the backward
     pass, over a mesh axis the batch is not split over, in the scope of the
-    convolution or of a layer (a nested model) that holds it."""
+    convolution (a Keras layer, or a grouped convolution the program holds,
+    such as an op a custom layer calls) or of a layer (a nested model) that
+    holds it."""
     within = _scopes_holding(model, layers, names)
+    for path in traced.grouped_convolutions:
+        within.setdefault(path, [(None, path)])
     found: dict[str, tuple] = {}
-    for c in collectives:
+    for c in traced.collectives:
         if c.kind != "all-reduce" or c.pass_ != "backward":
             continue
         over = [a for a in c.axes if a != batch and mesh.get(a, 1) > 1]
@@ -144,4 +148,6 @@ def _listed(names: list[str]) -> str:
 
 
 def _kernel(layer) -> str | None:
+    if layer is None:
+        return None
     return next((v.path for v in layer.weights if "kernel" in v.path), None)

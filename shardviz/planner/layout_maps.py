@@ -101,7 +101,7 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
         found.append(("shipped", shipped))
     compiled = inputs is not None or batch is not None or seq is not None
     skipping = skip_dominated and compiled and prefer == "memory"
-    order = [label for label, _ in found]
+    listed = [label for label, _ in found]
     if skipping:  # the shipped map first, then the least variable bytes first
         floors = {label: _variable_bytes(scan, plan, target) for label, plan in found}
         found.sort(key=lambda item: (item[0] != "shipped", floors[item[0]]))
@@ -126,7 +126,7 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
                      "bytes_per_device": t.bytes_per_device,
                      "collective_bytes": t.collective_bytes or 0, "fits": t.fits,
                      "rules": len(plan.rules), "plan": plan, "skipped": None})
-    rows.sort(key=lambda r: order.index(r["label"]))  # ties keep the strategies' order
+    rows.sort(key=lambda r: listed.index(r["label"]))  # ties keep the strategies' order
     table = pd.DataFrame(rows, columns=["label", "builds", "error", "bytes_per_device",
                                         "collective_bytes", "fits", "rules", "skipped", "plan"])
     pool = table[table.builds & table.skipped.isna()]

@@ -62,6 +62,10 @@ class Trace:
     """Each call of ``keras.ops.dot_product_attention`` the compiled program
     traced, and whether Keras ran its kernel for it
     (:class:`~shardviz._adapters.keras.AttentionCall`)."""
+    grouped_convolutions: list[str] = dataclasses.field(default_factory=list)
+    """With a train step: the layer paths of the grouped convolutions in its
+    compiled program (:func:`~shardviz.trace.scopes.grouped_convolution_layers`),
+    layers and ops called inside custom layers alike."""
 
 
 def _sample_input(spec, seed: int):

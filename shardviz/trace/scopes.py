@@ -94,3 +94,30 @@ def layer_for_scope(scope: str, layer_paths) -> str | None:
             if path == prefix or path.endswith("/" + prefix):
                 return path
     return None
+
+
+_GROUPED = re.compile(r"\bconvolution\((?=[^\n]*\b(?:feature|batch)_group_count=(\d+))"
+                      r"[^\n]*op_name=\"([^\"]*)\"")
+
+
+def grouped_convolution_layers(hlo_text: str, layer_paths) -> list[str]:
+    """The layer paths of the grouped convolutions in a program (a feature or
+    batch group count above 1; the gradient of a grouped convolution's kernel
+    is one with a batch group count), in the order they appear.
+
+    >>> text = ('%c = f32[4,8]{1,0} convolution(%a, %b), feature_group_count=32, '
+    ...         'metadata={op_name="jit(step)/transpose(jvp(dw))/conv_general_dilated"}')
+    >>> grouped_convolution_layers(text, ["dw", "post"])
+    ['dw']
+    """
+    found: list[str] = []
+    for count, op_name in _GROUPED.findall(hlo_text):
+        if int(count) <= 1:
+            continue
+        for scope in scopes_of(op_name)[0]:
+            layer = layer_for_scope(scope, layer_paths)
+            if layer:
+                if layer not in found:
+                    found.append(layer)
+                break
+    return found

@@ -27,6 +27,7 @@ from . import hlo
 from .activations import Recorder
 from .compile import _short_message, collectives_of, compile_pass, reshard_problems
 from .cost import priced
+from .scopes import grouped_convolution_layers
 
 DEFAULT_LOSS = "mean_squared_error"
 """The loss a model that was never compiled is trained with, against labels
@@ -239,6 +240,7 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
     result.collectives = collectives
     result.memory = hlo.memory(compiled, (state, data))
     result.hlo_text = compiled.as_text()
+    result.grouped_convolutions = grouped_convolution_layers(result.hlo_text, layer_paths)
     result.compiled = compiled
     result.optimizer_variables = records
     result.step_setup = setup
