@@ -12,8 +12,11 @@ train step (``model.fit`` under ``ModelParallel`` with no rules), 4 times the
 right update on ``batch=2 × model=4`` and 2 times on ``4 × 2``. The TPU
 compiler's program for a ``v5e:2x4`` slice sums over all 8 devices too. A
 dense convolution, a 1-D mesh, and a layout that splits the convolution's
-input channels over the other axes are right; so the check warns ("may"),
-and ``shardviz verify`` with ``train_step=True`` settles it for a plan.
+input channels over the other axes are right; so without a compiled train
+step the check warns ("may"), and ``shardviz verify`` with
+``train_step=True`` settles it for a plan. With one, it reads the program:
+Keras's convolution layers, and grouped convolutions that custom layers call
+as ops, are found alike.
 """
 
 from __future__ import annotations
