@@ -60,15 +60,9 @@ def main() -> None:
     for groups, name in ((channels, "depthwise"), (1, "dense")):
         k = (rng.standard_normal((3, 3, channels // groups, channels)) * 0.1).astype("float32")
 
-        def conv(k, x, groups=groups):
-            return jax.lax.conv_general_dilated(
-                x, k, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
-                feature_group_count=groups)
-
-        def parts(k, x):
-            y = conv(k, x)
-            gk, gx = jax.grad(lambda k, x: jnp.mean(conv(k, x) ** 2), argnums=(0, 1))(k, x)
-            return y, gk, gx
+        def parts(k, x, g=groups):
+            loss = lambda k, x: jnp.mean(grouped_conv(k, x, g) ** 2)  # noqa: E731
+            return (grouped_conv(k, x, g), *jax.grad(loss, argnums=(0, 1))(k, x))
 
         want = [np.asarray(a) for a in jax.jit(parts)(k, x)]
         for shape, axes, spec in CASES:
@@ -83,9 +77,7 @@ def main() -> None:
                   f"kernel gradient {cells[1]} = {times:.2f} x the right one, "
                   f"input gradient {cells[2]}")
 
-    tpu_groups(conv_of=lambda groups: (lambda k, x: jax.lax.conv_general_dilated(
-        x, k, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
-        feature_group_count=groups)), channels=channels)
+    tpu_groups(channels)
     keras_steps()
 
 
@@ -133,7 +125,16 @@ def keras_steps() -> None:
         print(f"{name:32} " + ", ".join(cells))
 
 
-def tpu_groups(conv_of, channels: int) -> None:
+def grouped_conv(k, x, groups: int):
+    """The convolution measured: 3x3, stride 2, ``groups`` feature groups."""
+    import jax
+
+    return jax.lax.conv_general_dilated(x, k, (2, 2), "SAME",
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                        feature_group_count=groups)
+
+
+def tpu_groups(channels: int) -> None:
     """The all-reduces of each gradient, compiled for v5e:2x4 on a batch=2 x
     model=4 mesh with the input's batch on the batch axis."""
     import re
@@ -151,12 +152,11 @@ def tpu_groups(conv_of, channels: int) -> None:
         return
     mesh = Mesh(np.array(devices).reshape(2, 4), ("batch", "model"))
     for groups, name in ((channels, "depthwise"), (1, "dense")):
-        conv = conv_of(groups)
         k = jax.ShapeDtypeStruct((3, 3, channels // groups, channels), jnp.float32,
                                  sharding=NamedSharding(mesh, PartitionSpec()))
         x = jax.ShapeDtypeStruct((8, 16, 16, channels), jnp.float32,
                                  sharding=NamedSharding(mesh, PartitionSpec("batch")))
-        grad = jax.jit(jax.grad(lambda k, x, conv=conv: jnp.mean(conv(k, x) ** 2)))
+        grad = jax.jit(jax.grad(lambda k, x, g=groups: jnp.mean(grouped_conv(k, x, g) ** 2)))
         text = grad.lower(k, x).compile().as_text()
         found = re.findall(r"all-reduce(?:-start)?\(.*?replica_groups=(\S+?)[,}]?\s", text)
         print(f"{name:9} v5e:2x4, batch=2 x model=4, TPU compiler: all-reduce groups {found}")

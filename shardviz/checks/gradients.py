@@ -70,6 +70,8 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
     layers = grouped_convolutions(scan.model)
     names = [getattr(layer, "path", layer.name) for layer in layers]
     if traced is not None and traced.train_step:
+        if not layers and not traced.grouped_convolutions:
+            return []  # nothing grouped: no walk over every layer's sublayers
         return _compiled(traced, layers, names, mesh, batch, scan.model)
     if not layers:
         return []

@@ -93,6 +93,29 @@ def one_step(model, x, y, batch_size: int) -> float:
     return float(history.history["loss"][-1])
 
 
+def compared(arrays: list[tuple[str, np.ndarray | None, np.ndarray]]
+             ) -> tuple[list[str], float, float]:
+    """``(name, got, want)`` each: a line per array missing, of another
+    shape, or outside the tolerance (:func:`agrees`); the largest difference,
+    and the largest share of the tolerance used.
+
+    >>> lines, worst, used = compared([("output 0", np.ones(2), np.ones(2) * 1.1)])
+    >>> lines[0].split(" (")[0], round(worst, 3)
+    ('output 0 differs from the single-process run', 0.1)
+    """
+    lines, worst, worst_used = [], 0.0, 0.0
+    for name, got, want in arrays:
+        if got is None or got.shape != want.shape:
+            lines.append(f"{name} was not gathered with its shape {want.shape}")
+            continue
+        diff, used = difference(got, want)
+        worst, worst_used = max(worst, diff), max(worst_used, used)
+        if used > 1:
+            lines.append(f"{name} differs from the single-process run (max |diff| {diff:.3g}, "
+                         f"{used:.3g} times the tolerance)")
+    return lines, worst, worst_used
+
+
 def step_differences(loss: float, variables: dict[str, np.ndarray], want_loss: float,
                      want: dict[str, np.ndarray]) -> tuple[list[str], float, float]:
     """Lines for each value that differs from the single-process step, the
@@ -102,16 +125,10 @@ def step_differences(loss: float, variables: dict[str, np.ndarray], want_loss: f
     if not agrees(np.array(loss), np.array(want_loss)):
         lines.append(f"train step: the loss is {loss:.6g} on the processes and {want_loss:.6g} "
                      "in one process")
-    for path, value in want.items():
-        got = variables.get(path)
-        if got is None or got.shape != value.shape:
-            lines.append(f"train step: {path} was not gathered with its shape {value.shape}")
-            continue
-        diff, used = difference(got, value)
-        worst, worst_used = max(worst, diff), max(worst_used, used)
-        if used > 1:
-            lines.append(f"train step: updated {path} differs from the single-process step "
-                         f"(max |diff| {diff:.3g}, {used:.3g} times the tolerance)")
+    found, diff, used = compared([(f"train step: updated {path}", variables.get(path), value)
+                                  for path, value in want.items()])
+    lines += found
+    worst, worst_used = max(worst, diff), max(worst_used, used)
     return lines, worst, worst_used
 
 
@@ -150,6 +167,12 @@ def label_spec_of(labels: list | None, outputs: list[np.ndarray]) -> list:
     return specs[0]
 
 
+def saved_arrays(path: str) -> list[np.ndarray]:
+    """The arrays a worker saved with ``np.savez(path, *arrays)``, in order."""
+    with np.load(path) as data:
+        return [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[1]))]
+
+
 def output_lines(directory: str, expected: list[np.ndarray]
                  ) -> tuple[list[str], float | None, float | None]:
     """The gathered output process 0 wrote against the single-process
@@ -158,23 +181,12 @@ def output_lines(directory: str, expected: list[np.ndarray]
     path = os.path.join(directory, "output.npz")
     if not os.path.exists(path):
         return ["process 0 wrote no gathered output"], None, None
-    with np.load(path) as data:
-        gathered = [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[1]))]
+    gathered = saved_arrays(path)
     if len(gathered) != len(expected):
         return [f"the gathered output has {len(gathered)} arrays; the single-process run "
                 f"has {len(expected)}"], None, None
-    lines, worst, worst_used = [], 0.0, 0.0
-    for i, (got, want) in enumerate(zip(gathered, expected)):
-        if got.shape != want.shape:
-            lines.append(f"output {i}: gathered shape {got.shape}, single-process shape "
-                         f"{want.shape}")
-            continue
-        diff, used = difference(got, want)
-        worst, worst_used = max(worst, diff), max(worst_used, used)
-        if used > 1:
-            lines.append(f"output {i}: the gathered output differs from the single-process "
-                         f"run (max |diff| {diff:.3g}, {used:.3g} times the tolerance)")
-    return lines, worst, worst_used
+    return compared([(f"output {i}", got, want)
+                     for i, (got, want) in enumerate(zip(gathered, expected))])
 
 
 def step_lines(directory: str, results: list[dict],
@@ -185,8 +197,7 @@ def step_lines(directory: str, results: list[dict],
     path = os.path.join(directory, "train.npz")
     if "loss" not in first or not os.path.exists(path):
         return ["process 0 wrote no train step"], 0.0, 0.0
-    with np.load(path) as data:
-        values = [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[1]))]
+    values = saved_arrays(path)
     gathered = dict(zip(first["trainable_paths"], values))
     return step_differences(first["loss"], gathered, *expected)
 
