@@ -17,13 +17,17 @@ It then compiles the same gradients for a v5e:2x4 slice with the TPU
 compiler (no chip is needed) and prints the device groups of each
 all-reduce: the program that sums the kernel gradient over the batch.
 
-Last, one ``model.fit`` step of two small Keras models under Keras's own
-``ModelParallel`` with no rules (only the batch laid out), on each mesh
-shape: a lone DepthwiseConv2D, and the same followed by a pointwise Conv2D.
-It prints each depthwise kernel's update as a multiple of the update on one
-device (each model built and trained under the distribution, as a script
-that sets one does). Measured here: 4.00 on 2 x 4, 2.00 on 4 x 2 and 1.00 on
-8 x 1, for both models.
+Last, one ``model.fit`` step of small Keras models under Keras's own
+``ModelParallel`` on each mesh shape: a lone DepthwiseConv2D, and the same
+followed by a pointwise Conv2D, with no rules (only the batch laid out); then
+a Conv2D 1x1, a ``Conv2D(groups=8)`` and a pointwise Conv2D, with no rules,
+with a rule on the grouped kernel's output channels, and with the ``/output``
+rule shardviz's planner writes (the channels of the layer before the grouped
+convolution split over ``model``). It prints each grouped kernel's update as a
+multiple of the update on one device (each model built and trained under the
+distribution, as a script that sets one does). Measured here: 4.00 on 2 x 4,
+2.00 on 4 x 2, 1.00 on 8 x 1 and on 1 x 8, with no rules and with the kernel
+rule alike; 1.00 everywhere with the ``/output`` rule.
 """
 
 from __future__ import annotations
@@ -92,37 +96,50 @@ def keras_steps() -> None:
     x = rng.standard_normal((8, 16, 16, 32)).astype("float32")
     y = rng.standard_normal((8, 16, 16, 32)).astype("float32")
 
-    def build(pointwise: bool):
+    def build(model: str):
         keras.utils.set_random_seed(0)
         inputs = keras.Input((16, 16, 32))
-        out = keras.layers.DepthwiseConv2D(3, padding="same", name="dw")(inputs)
-        if pointwise:
+        if model == "grouped":
+            out = keras.layers.Conv2D(32, 1, name="pre")(inputs)
+            out = keras.layers.Conv2D(32, 3, padding="same", groups=8, name="dw")(out)
+        else:
+            out = keras.layers.DepthwiseConv2D(3, padding="same", name="dw")(inputs)
+        if model != "depthwise":
             out = keras.layers.Conv2D(32, 1, name="pointwise")(out)
         model = keras.Model(inputs, out)
         model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
         return model
 
-    def update(pointwise: bool, distribution) -> np.ndarray:
+    def update(model_name: str, distribution) -> np.ndarray:
         # Built and trained under the distribution, as a script that sets it does: fit lays
         # out the batch only while a distribution is set.
         with distribution.scope() if distribution else contextlib.nullcontext():
-            model = build(pointwise)
+            model = build(model_name)
             before = np.asarray(model.get_layer("dw").kernel.value)
             model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
         return before - np.asarray(model.get_layer("dw").kernel.value)
 
-    print(f"keras {keras.__version__}: one model.fit step under ModelParallel, no rules; "
-          "the depthwise kernel's update as a multiple of one device's")
-    for pointwise in (False, True):
-        want = update(pointwise, None)
+    print(f"keras {keras.__version__}: one model.fit step under ModelParallel; the grouped "
+          "kernel's update as a multiple of one device's")
+    cases = [("depthwise", {}, "DepthwiseConv2D alone, no rules"),
+             ("pointwise", {}, "DepthwiseConv2D then Conv2D 1x1, no rules"),
+             ("grouped", {}, "Conv2D groups=8, no rules"),
+             ("grouped", {"dw/kernel": (None, None, None, "model")},
+              "Conv2D groups=8, kernel split"),
+             ("grouped", {"pre/output": ("batch", None, None, "model")},
+              "Conv2D groups=8, /output rule")]
+    for model_name, rules, label in cases:
+        want = update(model_name, None)
         cells = []
-        for shape in ((2, 4), (4, 2), (8, 1)):
+        for shape in ((2, 4), (4, 2), (8, 1), (1, 8)):
             mesh = keras.distribution.DeviceMesh(shape, ["batch", "model"], jax.devices()[:8])
-            got = update(pointwise, keras.distribution.ModelParallel(
-                layout_map=keras.distribution.LayoutMap(mesh), batch_dim_name="batch"))
+            layout_map = keras.distribution.LayoutMap(mesh)
+            for key, axes in rules.items():
+                layout_map[key] = axes
+            got = update(model_name, keras.distribution.ModelParallel(
+                layout_map=layout_map, batch_dim_name="batch"))
             cells.append(f"{shape[0]} x {shape[1]}: {(got * want).sum() / (want * want).sum():.2f}")
-        name = "DepthwiseConv2D then Conv2D 1x1" if pointwise else "DepthwiseConv2D alone"
-        print(f"{name:32} " + ", ".join(cells))
+        print(f"{label:42} " + ", ".join(cells))
 
 
 def grouped_conv(k, x, groups: int):

@@ -12,14 +12,18 @@ train step (``model.fit`` under ``ModelParallel`` with no rules), 4 times the
 right update on ``batch=2 × model=4`` and 2 times on ``4 × 2``. The TPU
 compiler's program for a ``v5e:2x4`` slice sums over all 8 devices too. A
 dense convolution, a 1-D mesh, and a layout that splits the convolution's
-input channels over the other axes are right; so without a compiled train
-step the check warns ("may"), and ``shardviz verify`` with
+input channels over the other axes are right (an ``/output`` rule on the
+layer that feeds it, :func:`grouped_inputs`: the planner writes them); so
+without a compiled train step the check warns ("may") of the convolutions
+whose input the plan does not split so, and ``shardviz verify`` with
 ``train_step=True`` settles it for a plan. With one, it reads the program:
 Keras's convolution layers, and grouped convolutions that custom layers call
 as ops, are found alike.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from ..errors import Problem
 from ..format import plural
@@ -42,6 +46,81 @@ def grouped_convolutions(model) -> list:
     found = [layer for layer in all_layers(model)
              if isinstance(layer, depthwise) or getattr(layer, "groups", 1) > 1]
     return [layer for layer in found if not _wraps(layer, found)]
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupedInput:
+    """A grouped convolution and the layer output that feeds it."""
+
+    layer: object
+    name: str
+    """The convolution's path."""
+    feed: str | None
+    """The ``/output`` path of the layer called just before it, whose output
+    has the convolution's input rank and channels; None when none is seen (its
+    input is the model's, or an op's)."""
+    channel_dim: int
+    """The channel dim of that output (``-1`` channels last, ``1`` first)."""
+    channels: int
+    rank: int = 0
+
+
+def grouped_inputs(scan: Scan) -> list[GroupedInput]:
+    """Each grouped convolution of the scanned model with the output that
+    feeds it: the one recorded just before the convolution's own (Keras
+    records an output when its layer returns, so the last layer to return
+    before the convolution ran), taken when its rank and channels are the
+    convolution's input's. An ``/output`` rule that splits its channels over
+    the mesh's other axes makes XLA compute the kernel gradient right
+    (``bench/depthwise_gradient.py``)."""
+    layers = grouped_convolutions(scan.model)
+    index = {o.layer_path: i for i, o in enumerate(scan.outputs)}
+    out = []
+    for layer in layers:
+        name = getattr(layer, "path", layer.name)
+        dim, channels = _input_channels(layer)
+        i = index.get(name)
+        own = scan.outputs[i].shapes if i is not None else ()
+        feed, rank = None, len(own[0]) if own else 0
+        if i and own and channels:
+            before = scan.outputs[i - 1]
+            shapes = before.shapes
+            if len(shapes) == 1 and len(shapes[0]) == len(own[0]) \
+                    and shapes[0][dim] == channels:
+                feed = before.path
+        out.append(GroupedInput(layer, name, feed, dim, channels, rank))
+    return out
+
+
+def _input_channels(layer) -> tuple[int, int]:
+    """The channel dim of a convolution's input and its size, from the input
+    spec Keras's convolution layers set when built (0 when unknown)."""
+    spec = getattr(layer, "input_spec", None)
+    axes = getattr(spec, "axes", None) or {}
+    if len(axes) == 1:
+        (dim, channels), = axes.items()
+        return (-1 if dim == -1 else dim), int(channels)
+    first = getattr(layer, "data_format", "channels_last") == "channels_first"
+    return (1 if first else -1), 0
+
+
+def split_over(plan: Plan, scan: Scan, grouped: list[GroupedInput], axes: list[str]
+               ) -> list[GroupedInput]:
+    """Those of ``grouped`` whose feeding output ``plan`` asks to split on its
+    channels over every one of ``axes``."""
+    from ..layout.assign import output_layouts
+
+    asked = {o.info.path: o.axes for o in output_layouts(scan, plan) if o.axes}
+    out = []
+    for g in grouped:
+        spec = list(asked.get(g.feed) or ()) if g.feed else []
+        if not spec or len(spec) > g.rank:
+            continue
+        entry = (spec + [None] * (g.rank - len(spec)))[g.channel_dim]
+        held = set(entry if isinstance(entry, (tuple, list)) else (entry,))
+        if set(axes) <= held:
+            out.append(g)
+    return out
 
 
 def _wraps(layer, found: list) -> bool:
@@ -75,8 +154,14 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
         return _compiled(traced, layers, names, mesh, batch, scan.model)
     if not layers:
         return []
+    over = [a for a in mesh if a != batch and mesh[a] > 1]
+    right = {id(g.layer) for g in split_over(plan, scan, grouped_inputs(scan), over)}
+    kept = [(layer, name) for layer, name in zip(layers, names) if id(layer) not in right]
+    if not kept:
+        return []
+    layers, names = [k[0] for k in kept], [k[1] for k in kept]
     copies = devices // split
-    others = ", ".join(f"'{a}'" for a in mesh if a != batch and mesh[a] > 1)
+    others = ", ".join(f"'{a}'" for a in over)
     return [Problem(
         "warning", "wrong-gradient",
         f"{plural(len(layers), 'grouped convolution')} ({_listed(names)}) may train with a "
@@ -88,6 +173,8 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
         "too. It is right where XLA splits the convolution's input channels over those axes.",
         hint="Analyze the train step (train_step=True, with inputs and labels): its compiled "
         "program shows whether the gradient is summed over the copies. To train such a model, "
+        "split the channels of each such convolution's input over those axes (an /output rule "
+        "on the layer before it; shardviz.suggest and shardviz.layout_map_for write them), or "
         "lay the batch over every device (a 1-D mesh, or DataParallel).",
         path=_kernel(layers[0]), layer=names[0])]
 
@@ -127,9 +214,10 @@ def _compiled(traced, layers, names, mesh: dict, batch: str, model) -> list[Prob
         f"copy of the same rows: the gradient comes out {copies} times too large. Keras lays "
         f"the batch over '{batch}' only. Measured with jax {' and '.join(MEASURED_JAX)} in "
         "Keras's own train step (bench/depthwise_gradient.py); the forward pass is right.",
-        hint="Lay the batch over every device (a 1-D mesh, or DataParallel), or split these "
-        f"convolutions' input channels over {axes} (a rule that splits the output channels of "
-        "the layer before them); shardviz.verify(..., train_step=True) checks the result.",
+        hint=f"Split these convolutions' input channels over {axes} (an /output rule that "
+        "splits the channels of the layer before each; shardviz.suggest and "
+        "shardviz.layout_map_for write them), or lay the batch over every device (a 1-D mesh, "
+        "or DataParallel); shardviz.verify(..., train_step=True) checks the result.",
         path=_kernel(layer), layer=name)]
 
 

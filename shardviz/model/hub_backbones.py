@@ -54,16 +54,7 @@ NOT_PROVEN = {
 }
 """keras-hub backbones without a proven map, and why."""
 
-DISAGREES = {
-    "DFineBackbone": "on 2 processes the train step's updates of its convolutional "
-    "backbone's kernels differ from one process's (max |diff| 0.049) while the forward pass "
-    "agrees. The cause is XLA's: the backbone's grouped (depthwise) convolutions get their "
-    "kernel gradient summed over the copies of the batch on the model axis, 4 times the "
-    "right update, under this map and under no rules at all alike "
-    "(shardviz.checks.gradients; bench/depthwise_gradient.py). A map is right only where "
-    "the activations reaching each such convolution are split on their channels over the "
-    "model axis, which shardviz's map does not do yet; train it on a 1-D mesh",
-}
+DISAGREES: dict[str, str] = {}
 """Configured backbones whose map is not proven on two processes, and why: the
 records of ``bench/hub_verify.py`` (``tests/data/hub_verify.jsonl``) show it."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ..checks.gradients import GroupedInput
 from ..layout.geometry import itemsize
 from .roles import roles
 
@@ -85,6 +86,23 @@ def sequence_parallel_specs(scan: Scan, model: int) -> dict[str, tuple]:
         if o.layer_class in SEQUENCE_LAYERS and o.shapes and len(o.shapes[0]) == 3 \
                 and len(o.shapes) == 1 and o.shapes[0][1] % model == 0:
             out[o.path] = ("batch", "model", None)
+    return out
+
+
+def grouped_input_specs(grouped: list[GroupedInput], axis: str, size: int
+                        ) -> dict[str, tuple]:
+    """``/output`` layouts that split the channels of each grouped
+    convolution of ``grouped`` (:func:`~shardviz.checks.gradients.grouped_inputs`)
+    over ``axis`` (the output of the layer that feeds it), where they divide,
+    the batch staying on ``batch``. Without them XLA sums the convolution's
+    kernel gradient over the copies of the batch on ``axis``
+    (``wrong-gradient``)."""
+    out: dict[str, tuple] = {}
+    for g in grouped:
+        if g.feed and g.rank >= 2 and g.channels % size == 0:
+            spec: list = [None] * g.rank
+            spec[0], spec[g.channel_dim] = "batch", axis
+            out[g.feed] = tuple(spec)
     return out
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ..checks.gradients import grouped_inputs
 from ..plan import Plan
 from .meshes import factorisations
 from .reason_checks import Reason
@@ -15,6 +16,7 @@ from .rules import rules_for
 from .specs import (
     activations_dominate,
     fully_sharded_specs,
+    grouped_input_specs,
     lora_specs,
     sequence_parallel_specs,
     tensor_parallel_specs,
@@ -48,6 +50,11 @@ REASONS = {
                 "split over `{axis}`, so their activations take less memory, at the price of "
                 "gathering the sequence before each tensor-parallel block (the compiled "
                 "candidate shows that cost)",
+    "grouped-input": "the input of {layers}, grouped convolution{s}, is split by channels over "
+                     "`{axis}`: otherwise XLA sums a grouped convolution's kernel gradient over "
+                     "the copies of the batch on `{axis}` too, and the train step's gradient "
+                     "comes out {k} times too large (wrong-gradient; measured in Keras's own "
+                     "train step by bench/depthwise_gradient.py)",
     "lora": "LoRA factors follow their kernel's split (A its input dims, B its output dim), so "
             "the low-rank path adds no communication",
     "other": "{layers} split{s} over `{axis}`; what it does could not be read from its shape, "
@@ -66,7 +73,8 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
     paths = list(scan.variable_paths)
     layer_of = {v.path: v.layer for v in scan.variables}
     role_of = {r.path: r for r in roles(scan)}
-    out = []
+    out: list[tuple[str, Plan, dict[str, str]]] = []
+    grouped = grouped_inputs(scan)
 
     def plan_of(mesh: dict[str, int], specs: dict[str, tuple], kinds: dict[str, str], axis_for):
         rules = rules_for(specs, paths)
@@ -101,8 +109,28 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
             reasons[key] = Reason(text, kind, tuple(layers), axis, gathered)
         return Plan(mesh, rules, batch_axis="batch"), reasons
 
+    def with_grouped(entry: tuple, model: int) -> tuple:
+        """A candidate with the ``/output`` rules that split the channels of
+        each grouped convolution's input over ``model``."""
+        label, plan, reasons = entry
+        specs = grouped_input_specs(grouped, "model", model)
+        if not specs:
+            return entry
+        extra = rules_for(specs, list(scan.output_paths))
+        plan = plan.with_rules([(r.key, r.axes) for r in plan.rules] + extra)
+        convs = {g.feed: g.name for g in grouped}
+        for key, _ in extra:
+            layers = sorted(convs[p] for p in specs if re.fullmatch(key, p))
+            text = (f"`{layers[0]}`" if len(layers) == 1 else
+                    f"`{layers[0]}` and {len(layers) - 1} more like it")
+            reasons[key] = Reason(REASONS["grouped-input"].format(
+                layers=text, s="" if len(layers) == 1 else "s", axis="model", k=model),
+                "grouped-input", tuple(layers), "model")
+        return label, plan, reasons
+
     for batch, model in factorisations(n):
         mesh = {"batch": batch, "model": model}
+        first = len(out)
         tp = tensor_parallel_specs(scan, "model", model) if model > 1 else {}
         kinds = {p: role_of[p].kind for p in tp}
         tp = lora_specs(scan, tp)
@@ -110,7 +138,9 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
         tp_axis = lambda kind: "batch" if kind == "fsdp" else "model"  # noqa: E731
         if model == 1:
             out.append(("data parallel", *plan_of(mesh, {}, {}, tp_axis)))
-        elif tp:  # a model axis that splits nothing would only replicate
+        elif tp or (batch > 1 and grouped_input_specs(grouped, "model", model)):
+            # A model axis that splits nothing would only replicate; one that splits the
+            # channels of grouped convolutions' inputs (with_grouped) does split.
             label = "tensor parallel" if batch == 1 else "data × tensor parallel"
             out.append((label, *plan_of(mesh, tp, kinds, tp_axis)))
         if batch > 1:
@@ -129,4 +159,6 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
                 label = ("tensor × sequence parallel" if batch == 1
                          else "data × tensor × sequence parallel")
                 out.append((label, plan, reasons))
+        if batch > 1 and model > 1:  # the batch is copied over `model`
+            out[first:] = [with_grouped(entry, model) for entry in out[first:]]
     return out
