@@ -190,3 +190,33 @@ def test_the_planners_reason_for_the_rule_names_the_convolution_and_the_factor()
             assert f"comes out {mesh['model']} times too large" in reason
         else:  # the batch is not copied: no rule is needed
             assert "down/output" not in reasons
+
+
+def test_a_sequence_parallel_candidate_leaves_a_grouped_convolutions_input_to_its_rule():
+    """A norm's output that feeds a grouped Conv1D would be split over the sequence by a
+    sequence-parallel candidate; its channels' rule wins, so no output has two rules."""
+    import re
+
+    from shardviz.model.scan import scan
+    from shardviz.planner.strategies import _strategies
+
+    def build():
+        import keras
+
+        inputs = keras.Input((64, 32))
+        x = keras.layers.Dense(128, name="up")(inputs)
+        x = keras.layers.Dense(32, name="down")(x)
+        x = keras.layers.LayerNormalization(name="norm")(x)
+        x = keras.layers.Conv1D(32, 3, padding="same", groups=32, name="mix")(x)
+        return keras.Model(inputs, keras.layers.Dense(32, name="out")(x))
+
+    candidates = _strategies(scan(build), 8)
+    assert any("sequence" in label for label, _, _ in candidates)
+    for label, plan, _ in candidates:
+        mesh = plan.mesh_dict
+        keys = [r.key for r in plan.rules if re.fullmatch(r.key, "norm/output")]
+        if mesh["batch"] > 1 and mesh["model"] > 1:
+            assert [dict((r.key, r.axes) for r in plan.rules)[k] for k in keys] == [
+                ("batch", None, "model")], label
+        else:
+            assert len(keys) <= 1, label

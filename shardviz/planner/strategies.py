@@ -150,6 +150,9 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
                 out.append((label, *plan_of(mesh, fs, kinds, tp_axis)))
         if sequence and model > 1 and tp and activations_dominate(scan, model):
             sp = sequence_parallel_specs(scan, model)
+            if batch > 1:  # a grouped convolution's input keeps its channels split instead
+                feeds = grouped_input_specs(grouped, "model", model)
+                sp = {path: spec for path, spec in sp.items() if path not in feeds}
             if sp:
                 plan, reasons = plan_of(mesh, tp, kinds, tp_axis)
                 extra = rules_for(sp, list(scan.output_paths))
