@@ -220,3 +220,42 @@ def test_a_sequence_parallel_candidate_leaves_a_grouped_convolutions_input_to_it
                 ("batch", None, "model")], label
         else:
             assert len(keys) <= 1, label
+
+
+def column_then_reshaped_depthwise():
+    """A widening Dense on a sequence, reshaped to an image for a depthwise
+    convolution (a Mix-FFN block): the Dense's output feeds the convolution
+    through a reshape."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((16, 16, 32))
+    x = keras.layers.Reshape((256, 32), name="to_sequence")(inputs)
+    x = keras.layers.Dense(64, name="fc1")(x)
+    x = keras.layers.Reshape((16, 16, 64), name="to_image")(x)
+    x = keras.layers.DepthwiseConv2D(3, padding="same", name="dw")(x)
+    model = keras.Model(inputs, keras.layers.Conv2D(32, 1, name="post")(x))
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    return model
+
+
+def test_a_column_parallel_layer_before_a_reshape_splits_the_convolutions_input_already():
+    from shardviz.checks.gradients import grouped_inputs
+    from shardviz.model.scan import scan
+    from shardviz.planner.layout_maps import choose_map
+
+    (g,) = grouped_inputs(scan(column_then_reshaped_depthwise))
+    assert (g.feed, g.rank, g.source, g.channels) == ("to_image/output", 4, "fc1", 64)
+    column = {"fc1/kernel": (None, "model"), "fc1/bias": ("model",)}
+    # Keras's own train step: the kernel split alone makes the gradient right, and the
+    # check (without and with the compiled train step) says nothing.
+    assert update(column_then_reshaped_depthwise, (2, 4), column) == pytest.approx(1, rel=1e-3)
+    plan = Plan({"batch": 2, "model": 4}, column)
+    assert not wrong_gradient(shardviz.analyze(column_then_reshaped_depthwise, plan))
+    assert not wrong_gradient(train_step(column_then_reshaped_depthwise, plan))
+    assert wrong_gradient(shardviz.analyze(column_then_reshaped_depthwise,
+                                           Plan({"batch": 2, "model": 4})))
+    # So the planner adds no rule of its own for it.
+    rules = {r.key: r.axes for r in
+             choose_map(column_then_reshaped_depthwise, {"batch": 2, "model": 4}).plan.rules}
+    assert rules["fc1/kernel"] == (None, "model") and "fc1/output" not in rules

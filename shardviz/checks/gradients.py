@@ -13,7 +13,8 @@ right update on ``batch=2 × model=4`` and 2 times on ``4 × 2``. The TPU
 compiler's program for a ``v5e:2x4`` slice sums over all 8 devices too. A
 dense convolution, a 1-D mesh, and a layout that splits the convolution's
 input channels over the other axes are right (an ``/output`` rule on the
-layer that feeds it, :func:`grouped_inputs`: the planner writes them); so
+layer that feeds it, or that layer's kernel split on its output features:
+:func:`grouped_inputs`, :func:`split_over`; the planner writes such rules); so
 without a compiled train step the check warns ("may") of the convolutions
 whose input the plan does not split so, and ``shardviz verify`` with
 ``train_step=True`` settles it for a plan. With one, it reads the program:
@@ -57,39 +58,60 @@ class GroupedInput:
     """The convolution's path."""
     feed: str | None
     """The ``/output`` path of the layer called just before it, whose output
-    has the convolution's input rank and channels; None when none is seen (its
-    input is the model's, or an op's)."""
+    has the convolution's input channels (on its last dim, through a reshape,
+    for channels last; on dim 1 with the same rank for channels first); None
+    when none is seen (its input is the model's, or an op's)."""
     channel_dim: int
     """The channel dim of that output (``-1`` channels last, ``1`` first)."""
     channels: int
     rank: int = 0
+    """The rank of that output."""
+    source: str | None = None
+    """The layer whose kernel makes those channels: the feed's, or, where the
+    feed holds no variables (a reshape, a padding), the nearest one before it
+    that does and has the same channels, within three layers."""
 
 
 def grouped_inputs(scan: Scan) -> list[GroupedInput]:
     """Each grouped convolution of the scanned model with the output that
     feeds it: the one recorded just before the convolution's own (Keras
     records an output when its layer returns, so the last layer to return
-    before the convolution ran), taken when its rank and channels are the
-    convolution's input's. An ``/output`` rule that splits its channels over
-    the mesh's other axes makes XLA compute the kernel gradient right
+    before the convolution ran), taken when its channels are the
+    convolution's input's. Where that output's channels are split over the
+    mesh's other axes (an ``/output`` rule, or the layer's kernel split on its
+    output features), XLA computes the kernel gradient right
     (``bench/depthwise_gradient.py``)."""
     layers = grouped_convolutions(scan.model)
     index = {o.layer_path: i for i, o in enumerate(scan.outputs)}
+    holding = {v.layer for v in scan.variables}
     out = []
     for layer in layers:
         name = getattr(layer, "path", layer.name)
         dim, channels = _input_channels(layer)
         i = index.get(name)
         own = scan.outputs[i].shapes if i is not None else ()
-        feed, rank = None, len(own[0]) if own else 0
+        feed, rank, source = None, 0, None
         if i and own and channels:
-            before = scan.outputs[i - 1]
-            shapes = before.shapes
-            if len(shapes) == 1 and len(shapes[0]) == len(own[0]) \
-                    and shapes[0][dim] == channels:
-                feed = before.path
-        out.append(GroupedInput(layer, name, feed, dim, channels, rank))
+            rank = _carries(scan.outputs[i - 1], channels, dim, len(own[0]))
+            feed = scan.outputs[i - 1].path if rank else None
+            for j in range(i - 1, max(i - 4, -1), -1):
+                o = scan.outputs[j]
+                if not _carries(o, channels, dim, len(own[0])):
+                    break
+                if o.layer_path in holding:
+                    source = o.layer_path
+                    break
+        out.append(GroupedInput(layer, name, feed, dim, channels, rank, source))
     return out
+
+
+def _carries(o, channels: int, dim: int, rank: int) -> int:
+    """The rank of output ``o`` when it holds ``channels`` on ``dim`` (any rank
+    for the last dim, through a reshape; the convolution's ``rank`` else), or 0."""
+    shapes = o.shapes
+    if len(shapes) != 1 or len(shapes[0]) < 2 or shapes[0][dim] != channels:
+        return 0
+    return len(shapes[0]) if dim == -1 or len(shapes[0]) == rank else 0
 
 
 def _input_channels(layer) -> tuple[int, int]:
@@ -106,21 +128,39 @@ def _input_channels(layer) -> tuple[int, int]:
 
 def split_over(plan: Plan, scan: Scan, grouped: list[GroupedInput], axes: list[str]
                ) -> list[GroupedInput]:
-    """Those of ``grouped`` whose feeding output ``plan`` asks to split on its
-    channels over every one of ``axes``."""
+    """Those of ``grouped`` whose input ``plan`` splits on its channels over
+    every one of ``axes``: by an ``/output`` rule on the output that feeds it,
+    or by splitting the last dim (the output features) of the kernel of the
+    layer that makes those channels (``source``)."""
     from ..layout.assign import output_layouts
 
     asked = {o.info.path: o.axes for o in output_layouts(scan, plan) if o.axes}
+    matches = scan.variable_matcher.match(plan.rule_keys)
+    kernels: dict[str, list] = {}
+    for v, m in zip(scan.variables, matches):
+        if m.rule is not None and len(v.shape) >= 2:
+            kernels.setdefault(v.layer, []).append((v.shape[-1], plan.rules[m.rule].axes,
+                                                    len(v.shape)))
     out = []
     for g in grouped:
-        spec = list(asked.get(g.feed) or ()) if g.feed else []
-        if not spec or len(spec) > g.rank:
+        if not g.feed and not g.source:
             continue
-        entry = (spec + [None] * (g.rank - len(spec)))[g.channel_dim]
-        held = set(entry if isinstance(entry, (tuple, list)) else (entry,))
-        if set(axes) <= held:
+        ways = [(asked.get(g.feed), g.rank, g.channel_dim)] if g.feed in asked else []
+        ways += [(spec, rank, -1) for size, spec, rank in kernels.get(g.source or "", ())
+                 if size == g.channels and g.channel_dim == -1]
+        if any(_holds(spec, rank, dim, axes) for spec, rank, dim in ways):
             out.append(g)
     return out
+
+
+def _holds(spec, rank: int, dim: int, axes: list[str]) -> bool:
+    """Whether ``spec`` (of a tensor of ``rank`` dims) splits ``dim`` over
+    every one of ``axes``."""
+    spec = list(spec or ())
+    if not spec or len(spec) > rank:
+        return False
+    entry = (spec + [None] * (rank - len(spec)))[dim]
+    return set(axes) <= set(entry if isinstance(entry, (tuple, list)) else (entry,))
 
 
 def _wraps(layer, found: list) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..checks.gradients import grouped_inputs
+from ..checks.gradients import grouped_inputs, split_over
 from ..plan import Plan
 from .meshes import factorisations
 from .reason_checks import Reason
@@ -113,7 +113,9 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
         """A candidate with the ``/output`` rules that split the channels of
         each grouped convolution's input over ``model``."""
         label, plan, reasons = entry
-        specs = grouped_input_specs(grouped, "model", model)
+        split = {g.feed for g in split_over(plan, scan, grouped, ["model"])}
+        specs = {path: spec for path, spec in grouped_input_specs(grouped, "model", model).items()
+                 if path not in split}  # a column-parallel layer's output is split already
         if not specs:
             return entry
         extra = rules_for(specs, list(scan.output_paths))
