@@ -72,7 +72,7 @@ class GroupedInput:
     that does and has the same channels, within three layers."""
 
 
-def grouped_inputs(scan: Scan) -> list[GroupedInput]:
+def grouped_inputs(scan: Scan, layers: list | None = None) -> list[GroupedInput]:
     """Each grouped convolution of the scanned model with the output that
     feeds it: the one recorded just before the convolution's own (Keras
     records an output when its layer returns, so the last layer to return
@@ -80,8 +80,9 @@ def grouped_inputs(scan: Scan) -> list[GroupedInput]:
     convolution's input's. Where that output's channels are split over the
     mesh's other axes (an ``/output`` rule, or the layer's kernel split on its
     output features), XLA computes the kernel gradient right
-    (``bench/depthwise_gradient.py``)."""
-    layers = grouped_convolutions(scan.model)
+    (``bench/depthwise_gradient.py``). ``layers``: the model's grouped
+    convolutions, where the caller has them already."""
+    layers = grouped_convolutions(scan.model) if layers is None else layers
     index = {o.layer_path: i for i, o in enumerate(scan.outputs)}
     holding = {v.layer for v in scan.variables}
     out = []
@@ -195,7 +196,7 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
     if not layers:
         return []
     over = [a for a in mesh if a != batch and mesh[a] > 1]
-    right = {id(g.layer) for g in split_over(plan, scan, grouped_inputs(scan), over)}
+    right = {id(g.layer) for g in split_over(plan, scan, grouped_inputs(scan, layers), over)}
     kept = [(layer, name) for layer, name in zip(layers, names) if id(layer) not in right]
     if not kept:
         return []
