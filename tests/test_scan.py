@@ -1,5 +1,7 @@
 """scan() finds the paths Keras itself uses, without allocating."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -164,3 +166,51 @@ def test_a_builder_names_its_layers_as_in_a_new_process_whatever_was_built_befor
     assert first == ("dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias")
     after = build()  # and the session's names go on from where they were
     assert after.layers[1].name not in ("dense", "dense_1")
+
+
+def _part_and_whole():
+    """A part with two token tables, inside a whole with a 77-row position table."""
+    tokens = keras.Input((8,), dtype="int32")
+    both = keras.layers.Add()([keras.layers.Embedding(512, 64, name="e1")(tokens),
+                              keras.layers.Embedding(512, 64, name="e2")(tokens)])
+    part = keras.Model(tokens, keras.layers.Dense(64, name="mix")(both), name="part")
+    outer = keras.Input((8,), dtype="int32")
+    position = keras.layers.Embedding(77, 64, name="pos")(outer)
+    return part, keras.Model(outer, keras.layers.Add()([part(outer), position]))
+
+
+def test_a_part_planned_within_its_whole_has_keys_that_reach_nothing_outside_it():
+    keras.backend.clear_session()
+    part, whole = _part_and_whole()
+    mesh = {"batch": 2, "model": 4}
+    alone = shardviz.layout_map_for(part, mesh)
+    # Planned alone, one key takes both tables, and Keras would give it the whole's 77-row
+    # table too, which does not divide over the mesh.
+    assert any(re.fullmatch(k, "pos/embeddings") for k in alone)
+    scan = shardviz.scan(part, within=whole)
+    assert "pos/embeddings" in scan.other_paths and "e1/embeddings" not in scan.other_paths
+    within = shardviz.layout_map_for(scan, mesh)
+    assert not any(re.fullmatch(k, p) for k in within for p in scan.other_paths)
+    for v in part.weights:  # the part's own variables keep their layouts
+        assert within[v.path] is not None and alone[v.path] is not None
+        assert within[v.path].axes == alone[v.path].axes, v.path
+    # The map builds the whole under Keras's own ModelParallel.
+    device_mesh = keras.distribution.DeviceMesh((2, 4), ("batch", "model"))
+    layout_map = keras.distribution.LayoutMap(device_mesh)
+    for key in within:
+        layout_map[key] = within[key].axes
+    keras.backend.clear_session()  # the same names (clear_session also ends a scope)
+    with keras.distribution.ModelParallel(layout_map=layout_map).scope():
+        _, rebuilt = _part_and_whole()
+    assert rebuilt.get_layer("pos").embeddings.value.sharding.is_fully_replicated
+    e1 = next(v for v in rebuilt.weights if v.path == "e1/embeddings")
+    assert tuple(e1.value.sharding.spec) == tuple(within["e1/embeddings"].axes)
+
+
+def test_within_a_model_it_is_not_part_of_says_so():
+    part, _ = _part_and_whole()
+    other = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, name="other")])
+    with pytest.raises(ShardvizError, match="'part' is not part of"):
+        shardviz.scan(part, within=other)
+    with pytest.raises(ShardvizError, match="within=str is not a built Keras model"):
+        shardviz.scan(part, within="backbone")

@@ -45,8 +45,6 @@ _NO_TRANSFORMER = ("ResNet", "VGG", "DenseNet", "EfficientNet", "MobileNet", "CS
                    "Xception", "HGNetV2", "DeepLabV3", "RetinaNet", "FeaturePyramid",
                    "BASNet")
 NOT_PROVEN = {
-    "StableDiffusion3Backbone": "its forward pass cannot be traced as one program: its "
-    "scheduler needs the step count as a Python number, so a map for it cannot be compiled",
     "SAM3PromptableConceptBackbone": "it has no configuration here yet (six sub-models, and "
     "a published count of 30,000,000 that looks like a placeholder)",
     "RWKV7Backbone": "its blocks are recurrent (a time mix and a channel mix), not attention",
@@ -96,12 +94,22 @@ def config(name: str, size: str = "preset") -> dict[str, Any]:
     return dict(b.preset_config if size == "preset" else b.reduced_config)
 
 
-def builder(name: str, size: str = "reduced", **overrides: Any) -> Callable[[], Any]:
+def builder(name: str, size: str = "reduced", whole: bool = False,
+            **overrides: Any) -> Callable[[], Any]:
     """A function that builds the backbone at ``size`` (seeded, so two builds
     have equal weights); ``overrides`` replace constructor arguments (such as
-    ``dtype="bfloat16"``)."""
+    ``dtype="bfloat16"``). Where the backbone's proven map covers one
+    sub-model (:attr:`~shardviz.model.hub_entry.HubBackbone.part`), the
+    function returns that sub-model, built inside the whole backbone so that
+    its variables have the backbone's own paths; ``whole=True`` returns the
+    whole backbone.
+
+    >>> builder("StableDiffusion3Backbone").__name__
+    'StableDiffusion3Backbone_reduced_diffuser'
+    """
     kwargs = config(name, size) | overrides
     short = entry(name).name
+    part = "" if whole else entry(name).part
 
     def build():
         import keras
@@ -111,10 +119,12 @@ def builder(name: str, size: str = "reduced", **overrides: Any) -> Callable[[], 
         cls = getattr(keras_hub.models, short)
         if any(isinstance(v, dict) and "class_name" in v for v in kwargs.values()):
             # A composite backbone: from_config builds its sub-models from their configs.
-            return cls.from_config(copy.deepcopy(kwargs))
-        return cls(**kwargs)
+            backbone = cls.from_config(copy.deepcopy(kwargs))
+        else:
+            backbone = cls(**kwargs)
+        return getattr(backbone, part) if part else backbone
 
-    build.__name__ = build.__qualname__ = f"{short}_{size}"
+    build.__name__ = build.__qualname__ = f"{short}_{size}" + (f"_{part}" if part else "")
     return build
 
 
@@ -138,14 +148,19 @@ def scan(name: str, size: str = "reduced", batch: int = 8, seq: int = 32, **over
     """The backbone built at ``size`` (nothing allocated) and scanned with
     one batch of its own inputs (:func:`inputs`), so that a model whose
     inputs have lengths of their own (Moonshine's audio, SAM's empty mask
-    prompts) shows every layer's output to the planner."""
+    prompts) shows every layer's output to the planner. Where the proven map
+    covers one part, the part is scanned ``within`` the whole backbone."""
     from .scan import scan as scan_model
 
-    first = scan_model(builder(name, size, **overrides))
+    # A part (SD3's diffuser) is planned within the whole backbone, so that no rule
+    # written for it matches the variables around it (the text encoders' tables).
+    whole = scan_model(builder(name, size, whole=True, **overrides)).model \
+        if entry(name).part else None
+    first = scan_model(builder(name, size, **overrides), within=whole)
     if first.outputs_source == "forward":
         return first
     given = inputs(name, first.model, batch, seq, size)
     # Built again, as every build shardviz makes, with Keras's automatic names fresh: a
     # layer a forward pass creates (SAM's) is numbered as a new process numbers it.
-    again = scan_model(builder(name, size, **overrides), inputs=given)
+    again = scan_model(builder(name, size, **overrides), inputs=given, within=whole)
     return again if again.outputs_source == "forward" else first

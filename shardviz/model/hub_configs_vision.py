@@ -29,6 +29,20 @@ def _hgnetv2_nano(size: int) -> dict:
                 image_shape=(size, size, 3), out_features=["stage3", "stage4"])
 
 
+def _sd3(mmdit: dict, vae: dict, clip_l: dict, clip_g: dict, image_shape: tuple) -> dict:
+    """Stable Diffusion 3 without T5: its diffuser's settings, and the VAE and
+    the two CLIP text encoders as serialized sub-models."""
+    return dict({f"mmdit_{k}": v for k, v in mmdit.items()}, mmdit_patch_size=2,
+                mmdit_qk_norm=None, mmdit_dual_attention_indices=None,
+                vae=_sub("VAEBackbone", "keras_hub.src.models.vae.vae_backbone",
+                         sampler_method="sample", input_channels=3, sample_channels=32,
+                         output_channels=3, scale=1.5305, shift=0.0609, **vae),
+                clip_l=_sub("CLIPTextEncoder", name="clip_l", **{
+                    "intermediate_activation": "quick_gelu", **clip_l}),
+                clip_g=_sub("CLIPTextEncoder", name="clip_g", **clip_g),
+                t5=None, latent_channels=16, output_channels=3, image_shape=image_shape)
+
+
 ENTRIES = [
     _b("CLIPBackbone", "clip_vit_base_patch16", 149620934,
        dict(vision_encoder=_sub("CLIPVisionEncoder", name="vision_encoder", patch_size=16,
@@ -263,6 +277,32 @@ ENTRIES = [
        "ships no preset: FLUX.1 [schnell]'s published configuration, at 1024x1024 (4096 "
        "image tokens) and 256 T5 tokens; the lengths must be fixed (the blocks cannot be "
        "traced with open ones)"),
+    _b("StableDiffusion3Backbone", "stable_diffusion_3_medium", 2987080931,
+       _sd3(mmdit=dict(hidden_dim=1536, num_layers=24, num_heads=24, position_size=192),
+            vae=dict(encoder_num_filters=[128, 256, 512, 512], encoder_num_blocks=[2, 2, 2, 2],
+                     decoder_num_filters=[512, 512, 256, 128],
+                     decoder_num_blocks=[3, 3, 3, 3]),
+            clip_l=dict(vocabulary_size=49408, embedding_dim=768, hidden_dim=768, num_layers=12,
+                        num_heads=12, intermediate_dim=3072, intermediate_output_index=10),
+            clip_g=dict(vocabulary_size=49408, embedding_dim=1280, hidden_dim=1280,
+                        num_layers=32, num_heads=20, intermediate_dim=5120,
+                        intermediate_activation="gelu", intermediate_output_index=30),
+            image_shape=(1024, 1024, 3)),
+       _sd3(mmdit=dict(hidden_dim=128, num_layers=2, num_heads=8, position_size=16),
+            vae=dict(encoder_num_filters=[32, 32], encoder_num_blocks=[1, 1],
+                     decoder_num_filters=[32, 32], decoder_num_blocks=[1, 1]),
+            clip_l=dict(vocabulary_size=256, embedding_dim=64, hidden_dim=64, num_layers=2,
+                        num_heads=4, intermediate_dim=128, intermediate_output_index=0),
+            clip_g=dict(vocabulary_size=256, embedding_dim=64, hidden_dim=64, num_layers=2,
+                        num_heads=4, intermediate_dim=128, intermediate_output_index=0),
+            image_shape=(64, 64, 3)),
+       "diffusion: its diffuser (MMDiT: joint blocks where the image and the text tokens "
+       "attend together, each stream with its own fused q/k/v projection) is what is "
+       "planned and proven; the backbone's own forward pass runs its scheduler, which needs "
+       "the step count as a Python number, so the whole cannot be traced as one program. "
+       "The two CLIP text encoders and the VAE are left to the map's defaults (replicated). "
+       "Without T5 the text context is CLIP's 77 tokens padded to 154",
+       {"preset": {"context": 154}}, part="diffuser"),
     _b("DFineBackbone", "dfine_nano_coco", 3788625,
        dict(backbone=_hgnetv2_nano(640),
             decoder_in_channels=[128, 128], encoder_hidden_dim=128, num_labels=80,

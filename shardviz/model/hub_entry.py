@@ -38,6 +38,11 @@ class HubBackbone:
     extra: int = 0
     """Parameters the published count has that the backbone built from its
     configuration does not (a head, an encoder left out); ``note`` says which."""
+    part: str = ""
+    """The sub-model that is planned and proven, where the backbone's own
+    forward pass cannot be traced as one program (Stable Diffusion 3's
+    ``diffuser``, the part a fine-tune trains); "" for the whole backbone.
+    The published count is still checked on the whole backbone."""
 
     def count_check(self, trainable: int, total: int) -> str:
         """Whether a build's counts give the published one."""
@@ -59,9 +64,10 @@ class HubBackbone:
 
 def entry(name: str, preset: str, params: int | None, full: dict, reduced: dict,
           note: str = "", lengths: dict | None = None, counted: str = "trainable",
-          extra: int = 0) -> HubBackbone:
+          extra: int = 0, part: str = "") -> HubBackbone:
     """A :class:`HubBackbone`, positionally as the configuration tables write it."""
-    return HubBackbone(name, preset, params, full, reduced, note, lengths or {}, counted, extra)
+    return HubBackbone(name, preset, params, full, reduced, note, lengths or {}, counted, extra,
+                       part)
 
 
 def sub(cls: str, module: str | None = None, **config: Any) -> dict:

@@ -146,6 +146,10 @@ class Scan:
     tuning: Tuning = Tuning()
     """The training settings the model was built with (dtype policy, LoRA,
     quantization, remat); ``Tuning()`` for a model as the user built it."""
+    other_paths: tuple[str, ...] = ()
+    """The variable and layer output paths of the model this one is part of
+    (``scan(..., within=)``), outside this one: a rule written for this model
+    matches none of them, so its map can be applied while the whole is built."""
 
     @property
     def variable_paths(self) -> tuple[str, ...]:
@@ -356,7 +360,8 @@ def model_name(model: Any) -> str:
     return getattr(model, "name", None) or type(model).__name__
 
 
-def scan(model_or_builder: Any, inputs: object = None, tuning: Tuning | None = None) -> Scan:
+def scan(model_or_builder: Any, inputs: object = None, tuning: Tuning | None = None,
+         within: Any = None) -> Scan:
     """Scan a built Keras model, or a zero-argument builder of one.
 
     Args:
@@ -370,6 +375,10 @@ def scan(model_or_builder: Any, inputs: object = None, tuning: Tuning | None = N
         tuning: build the model with these training settings (a
             :class:`~shardviz.model.tuning.Tuning`); needs a builder, since
             a built model's dtypes and remat are fixed.
+        within: the built model this one is part of, when only the part is
+            planned (a backbone's sub-model that trains alone): the rules
+            written for the part then match no other variable or layer
+            output of the whole (:attr:`Scan.other_paths`).
 
     Raises:
         ShardvizError: if the builder raises or returns no model, or the
@@ -460,6 +469,7 @@ def scan(model_or_builder: Any, inputs: object = None, tuning: Tuning | None = N
             "pass `inputs=` (e.g. inputs=(8, 128)) to find them."
         )
     return Scan(
+        other_paths=_other_paths(within, variables, outputs, name),
         model=model,
         kind=model_kind(model),
         variables=tuple(variables),
@@ -470,3 +480,20 @@ def scan(model_or_builder: Any, inputs: object = None, tuning: Tuning | None = N
         seconds=time.perf_counter() - start,
         tuning=tuning,
     )
+
+
+def _other_paths(within: Any, variables: list, outputs: tuple, name: str) -> tuple[str, ...]:
+    """The paths of ``within`` outside the part scanned (see ``scan``)."""
+    if within is None:
+        return ()
+    if not _is_layer(within) or not within.built:
+        raise ShardvizError(f"within={type(within).__name__} is not a built Keras model.",
+                            hint=f"Give the built model that {name!r} is part of.")
+    mine = {v.path for v in variables} | {o.path for o in outputs}
+    theirs = [v.path for v in keras_adapter.unique_variables(within)]
+    if not mine & set(theirs):
+        raise ShardvizError(f"{name!r} is not part of {model_name(within)!r}: they share no "
+                            "variable.", hint="Give the model whose sub-model this is.")
+    layers = [layer.path + "/output" for layer in keras_adapter.all_layers(within)
+              if getattr(layer, "path", None)]
+    return tuple(dict.fromkeys(p for p in theirs + layers if p not in mine))

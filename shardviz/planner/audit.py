@@ -252,7 +252,7 @@ def _replicated(scan: Scan, plan: Plan, report: Report, threshold: int) -> list[
         spec = suggested.get(path) or _largest_dim_spec(v.shape, axis, size)
         fix = ""
         if spec is not None:
-            (key, _), *_ = rules_for({path: spec}, scan.variable_paths)
+            (key, _), *_ = rules_for({path: spec}, scan.variable_paths + scan.other_paths)
             fix = f"add {key!r}: {spec}"
         rows.append(_row(
             "experts-replicated" if expert else "replicated", "warning", path, plan.mesh_dict,

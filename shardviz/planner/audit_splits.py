@@ -135,7 +135,7 @@ def _replacement(scan: Scan, rule: Rule, members: list[str], matched: list[str],
     if len(members) == len(matched):
         return [(rule.key, axes)]
     specs = {p: (axes if p in members else tuple(rule.axes)) for p in matched}
-    return rules_for(specs, scan.variable_paths)
+    return rules_for(specs, scan.variable_paths + scan.other_paths)
 
 
 def alternatives(axes: tuple, shapes: list[tuple[int, ...]], mesh: dict[str, int]) -> list[tuple]:

@@ -387,7 +387,7 @@ def _plan_for(plan: object, scan: Scan, devices: int, batch: int | None = None) 
                 if candidate.mesh_dict == {"batch": data, "model": devices // data}:
                     return candidate
         specs = fully_sharded_specs(scan, "batch", devices)
-        return Plan({"batch": devices}, rules_for(specs, scan.variable_paths))
+        return Plan({"batch": devices}, rules_for(specs, scan.variable_paths + scan.other_paths))
     if callable(plan) and not isinstance(plan, Plan):
         return as_plan(plan(devices))
     plan = as_plan(plan)

@@ -77,7 +77,7 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
     grouped = grouped_inputs(scan)
 
     def plan_of(mesh: dict[str, int], specs: dict[str, tuple], kinds: dict[str, str], axis_for):
-        rules = rules_for(specs, paths)
+        rules = rules_for(specs, paths + list(scan.other_paths))
         reasons = {}
         shape_of = {v.path: v.shape for v in scan.variables}
         for key, _ in rules:
@@ -118,7 +118,7 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
                  if path not in split}  # a column-parallel layer's output is split already
         if not specs:
             return entry
-        extra = rules_for(specs, list(scan.output_paths))
+        extra = rules_for(specs, list(scan.output_paths + scan.other_paths))
         plan = plan.with_rules([(r.key, r.axes) for r in plan.rules] + extra)
         convs = {g.feed: g.name for g in grouped}
         for key, _ in extra:
@@ -157,7 +157,7 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
                 sp = {path: spec for path, spec in sp.items() if path not in feeds}
             if sp:
                 plan, reasons = plan_of(mesh, tp, kinds, tp_axis)
-                extra = rules_for(sp, list(scan.output_paths))
+                extra = rules_for(sp, list(scan.output_paths + scan.other_paths))
                 plan = plan.with_rules([(r.key, r.axes) for r in plan.rules] + extra)
                 for key, _ in extra:
                     reasons[key] = REASONS["sequence"].format(axis="model")
