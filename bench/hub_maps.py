@@ -56,9 +56,15 @@ def rows(name: str, size: str, settings: dict, audit: bool):
     entry = hb.entry(name)
     overrides = {"dtype": "bfloat16"} if size == "preset" else {}
     scan = hb.scan(name, size, settings["batch"], settings["seq"], **overrides)
-    trainable = sum(math.prod(v.shape) for v in scan.variables if v.trainable)
-    total = sum(math.prod(v.shape) for v in scan.variables)
+    # The published count covers the whole backbone, where the map covers one part.
+    counted = shardviz.scan(hb.builder(name, size, whole=True, **overrides)) \
+        if entry.part and size == "preset" else scan
+    trainable = sum(math.prod(v.shape) for v in counted.variables if v.trainable)
+    total = sum(math.prod(v.shape) for v in counted.variables)
     checked = "" if size == "reduced" else entry.count_check(trainable, total)
+    if checked and entry.part:
+        checked += (f" (the whole backbone; the map is its {entry.part}'s: "
+                    f"{sum(math.prod(v.shape) for v in scan.variables):,})")
     unit = kib if size == "reduced" else mib
     for target, mesh in settings["meshes"]:
         given = hb.inputs(name, scan.model, settings["batch"], settings["seq"], size)
