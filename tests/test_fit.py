@@ -28,9 +28,15 @@ def wide(width=2**16, hidden=1024):
 tpu = needs.tpu
 
 
+@pytest.fixture(scope="module")
+def wide_on_one_chip():
+    """The exact search for ``wide`` on one v5e chip, made once for the tests that read it."""
+    return shardviz.fit(wide, target="v5e:1x1", inputs=(1, 2**16), labels=(1, 2**16))
+
+
 @tpu
-def test_the_largest_batch_fits_and_the_next_is_refused():
-    answer = shardviz.fit(wide, target="v5e:1x1", inputs=(1, 2**16), labels=(1, 2**16))
+def test_the_largest_batch_fits_and_the_next_is_refused(wide_on_one_chip):
+    answer = wide_on_one_chip
     (row,) = answer.answers.to_dict("records")
     batch = row["batch"]
     assert 1 < batch < MAX_BATCH and row["next"] == f"batch {batch + 1}"
@@ -220,15 +226,14 @@ def test_the_report_command_takes_batch_seq_and_the_fine_tune(tmp_path):
 
 
 @tpu
-def test_the_batch_fit_returns_is_the_one_the_tpu_compiler_fits_keras_own_step():
+def test_the_batch_fit_returns_is_the_one_the_tpu_compiler_fits_keras_own_step(wide_on_one_chip):
     """Independent of shardviz's capture: Keras's own train step, compiled by
     the TPU compiler for one v5e chip, fits at the batch fit returns and is
     refused at the next."""
     import numpy as np
     from keras_programs import compile_train_step_for_tpu
 
-    answer = shardviz.fit(wide, target="v5e:1x1", inputs=(1, 2**16), labels=(1, 2**16))
-    (row,) = answer.answers.to_dict("records")
+    (row,) = wide_on_one_chip.answers.to_dict("records")
     batch = int(row["batch"])
     keras.backend.clear_session()
     model = wide()

@@ -259,3 +259,21 @@ def test_a_column_parallel_layer_before_a_reshape_splits_the_convolutions_input_
     rules = {r.key: r.axes for r in
              choose_map(column_then_reshaped_depthwise, {"batch": 2, "model": 4}).plan.rules}
     assert rules["fc1/kernel"] == (None, "model") and "fc1/output" not in rules
+
+
+def test_a_group_normalization_is_not_a_grouped_convolution():
+    """GroupNormalization has a ``groups`` too, and a layer built but never called (SAM 3's
+    mask decoder keeps one) has no path: neither is a grouped convolution."""
+    import keras
+
+    from shardviz.checks.gradients import grouped_convolutions
+
+    inputs = keras.Input((8, 8, 16))
+    x = keras.layers.GroupNormalization(4, name="norm")(inputs)
+    x = keras.layers.Conv2D(16, 3, padding="same", groups=4, name="grouped")(x)
+    model = keras.Model(inputs, x)
+    model.unused = keras.layers.GroupNormalization(4, name="never_called")
+    assert [layer.name for layer in grouped_convolutions(model)] == ["grouped"]
+    report = shardviz.analyze(model, shardviz.Plan({"batch": 2, "model": 4}))
+    (problem,) = report.problems_of("wrong-gradient")
+    assert "grouped" in problem.message and "norm" not in problem.message

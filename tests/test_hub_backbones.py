@@ -69,8 +69,8 @@ def test_names_that_are_not_transformer_backbones_say_what_to_give():
         hb.builder("ResNetBackbone")
     with pytest.raises(ShardvizError, match="Did you mean LlamaBackbone"):
         hb.builder("LamaBackbone")
-    with pytest.raises(ShardvizError, match="SAM3PromptableConceptBackbone: it has no config"):
-        hb.builder("SAM3PromptableConceptBackbone")
+    with pytest.raises(ShardvizError, match="RWKV7Backbone: its blocks are recurrent"):
+        hb.builder("RWKV7Backbone")
     with pytest.raises(ShardvizError, match="'preset' or 'reduced'"):
         hb.builder("LlamaBackbone", "tiny")
 

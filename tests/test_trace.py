@@ -337,3 +337,36 @@ def test_variables_and_layouts_are_joined_by_path_not_position():
     for path, value in report.values.items():
         expected = report.variable(path).geometry.sharding
         assert value.sharding.is_equivalent_to(expected, value.ndim), path
+
+
+class _Table(keras.layers.Layer):
+    """Returns its own (non-trainable) variable, as SAM 3's rotary tables do."""
+
+    def build(self, input_shape):
+        self.table = self.add_weight(name="table", shape=(16,), trainable=False,
+                                     initializer="ones")
+
+    def call(self, inputs):
+        return self.table
+
+    def compute_output_shape(self, input_shape):
+        return (16,)
+
+
+class _Scale(keras.layers.Layer):
+    def call(self, inputs, table):
+        return inputs * table
+
+
+def test_a_layer_that_returns_its_own_variable_is_traced():
+    def build():
+        x = keras.Input((16,), name="x")
+        scaled = _Scale(name="scale")(x, _Table(name="table")(x))
+        return keras.Model(x, keras.layers.Dense(16, name="out")(scaled))
+
+    for train_step in (False, True):
+        report = shardviz.analyze(build, Plan({"batch": 8}), inputs=X8, train_step=train_step,
+                                  labels=X8 if train_step else None)
+        assert report.trace_error is None, report.trace_error
+        paths = set(report.activations.path)
+        assert {"scale/output", "out/output"} <= paths and "table/output" not in paths

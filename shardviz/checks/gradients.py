@@ -44,8 +44,10 @@ def grouped_convolutions(model) -> list:
     k = keras()
     depthwise = tuple(getattr(k.layers, name) for name in (
         "DepthwiseConv1D", "DepthwiseConv2D", "SeparableConv1D", "SeparableConv2D"))
-    found = [layer for layer in all_layers(model)
-             if isinstance(layer, depthwise) or getattr(layer, "groups", 1) > 1]
+    convolutions = (k.layers.Conv1D, k.layers.Conv2D, k.layers.Conv3D)
+    # Only a convolution's ``groups`` groups its kernel (GroupNormalization has one too).
+    found = [layer for layer in all_layers(model) if isinstance(layer, depthwise) or (
+        isinstance(layer, convolutions) and getattr(layer, "groups", 1) > 1)]
     return [layer for layer in found if not _wraps(layer, found)]
 
 
@@ -188,7 +190,7 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
     if split <= 1 or split >= devices:
         return []
     layers = grouped_convolutions(scan.model)
-    names = [getattr(layer, "path", layer.name) for layer in layers]
+    names = [getattr(layer, "path", None) or layer.name for layer in layers]
     if traced is not None and traced.train_step:
         if not layers and not traced.grouped_convolutions:
             return []  # nothing grouped: no walk over every layer's sublayers

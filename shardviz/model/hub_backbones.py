@@ -45,8 +45,6 @@ _NO_TRANSFORMER = ("ResNet", "VGG", "DenseNet", "EfficientNet", "MobileNet", "CS
                    "Xception", "HGNetV2", "DeepLabV3", "RetinaNet", "FeaturePyramid",
                    "BASNet")
 NOT_PROVEN = {
-    "SAM3PromptableConceptBackbone": "it has no configuration here yet (six sub-models, and "
-    "a published count of 30,000,000 that looks like a placeholder)",
     "RWKV7Backbone": "its blocks are recurrent (a time mix and a channel mix), not attention",
     "MobileNetV5Backbone": "its attention is written with convolutions, not Dense kernels",
 }

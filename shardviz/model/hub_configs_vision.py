@@ -43,6 +43,20 @@ def _sd3(mmdit: dict, vae: dict, clip_l: dict, clip_g: dict, image_shape: tuple)
                 t5=None, latent_channels=16, output_channels=3, image_shape=image_shape)
 
 
+def _sam3(vision: dict, text: dict, geometry: dict, encoder: dict, decoder: dict,
+          mask: dict, image_shape: tuple) -> dict:
+    """SAM 3's six sub-models as serialized configurations; the image shape
+    is the vision encoder's and the decoder's."""
+    return dict(
+        vision_encoder=_sub("SAM3VisionEncoder", image_shape=image_shape, patch_size=14,
+                            fpn_scale_factors=[4.0, 2.0, 1.0, 0.5], **vision),
+        text_encoder=_sub("SAM3TextEncoder", max_sequence_length=32, **text),
+        geometry_encoder=_sub("SAM3GeometryEncoder", roi_size=7, **geometry),
+        detr_encoder=_sub("SAM3DetrEncoder", **encoder),
+        detr_decoder=_sub("SAM3DetrDecoder", image_shape=image_shape, patch_size=14, **decoder),
+        mask_decoder=_sub("SAM3MaskDecoder", num_upsampling_stages=3, **mask))
+
+
 ENTRIES = [
     _b("CLIPBackbone", "clip_vit_base_patch16", 149620934,
        dict(vision_encoder=_sub("CLIPVisionEncoder", name="vision_encoder", patch_size=16,
@@ -277,6 +291,37 @@ ENTRIES = [
        "ships no preset: FLUX.1 [schnell]'s published configuration, at 1024x1024 (4096 "
        "image tokens) and 256 T5 tokens; the lengths must be fixed (the blocks cannot be "
        "traced with open ones)"),
+    _b("SAM3PromptableConceptBackbone", "sam3_pcs", None,
+       _sam3(vision=dict(num_layers=32, hidden_dim=1024, intermediate_dim=4736, num_heads=16,
+                         fpn_hidden_dim=256, pretrain_image_shape=(336, 336, 3),
+                         hidden_activation="gelu", rope_theta=10000.0, window_size=24,
+                         global_attn_indexes=[7, 15, 23, 31]),
+             text=dict(vocabulary_size=49408, embedding_dim=1024, hidden_dim=1024,
+                       num_layers=24, num_heads=16, intermediate_dim=4096,
+                       intermediate_activation="gelu", layer_norm_epsilon=1e-5),
+             geometry=dict(num_layers=3, hidden_dim=256, intermediate_dim=2048, num_heads=8),
+             encoder=dict(num_layers=6, hidden_dim=256, intermediate_dim=2048, num_heads=8),
+             decoder=dict(num_layers=6, hidden_dim=256, intermediate_dim=2048, num_heads=8,
+                          num_queries=200),
+             mask=dict(hidden_dim=256, num_heads=8), image_shape=(1008, 1008, 3)),
+       _sam3(vision=dict(num_layers=2, hidden_dim=128, intermediate_dim=256, num_heads=8,
+                         fpn_hidden_dim=64, pretrain_image_shape=(56, 56, 3), window_size=4,
+                         global_attn_indexes=[1]),
+             text=dict(vocabulary_size=256, embedding_dim=128, hidden_dim=128, num_layers=2,
+                       num_heads=8, intermediate_dim=256),
+             geometry=dict(num_layers=2, hidden_dim=64, intermediate_dim=128, num_heads=8),
+             encoder=dict(num_layers=2, hidden_dim=64, intermediate_dim=128, num_heads=8),
+             decoder=dict(num_layers=2, hidden_dim=64, intermediate_dim=128, num_heads=8,
+                          num_queries=16),
+             mask=dict(hidden_dim=64, num_heads=8), image_shape=(112, 112, 3)),
+       "promptable concept segmentation: a ViT with windowed and global attention and "
+       "rotary positions, a text encoder, an encoder of box prompts, a DETR encoder that "
+       "fuses them with the image and a DETR decoder of object queries, and a mask decoder; "
+       "the configuration is SAM 3's published one; keras-hub's published count, a round "
+       "30,000,000, is far from the 849,288,502 it builds, so no count is checked; one box "
+       "prompt per image",
+       {"preset": {"token_ids": 32, "padding_mask": 32, "boxes": 1, "box_labels": 1},
+        "reduced": {"boxes": 1, "box_labels": 1}}),
     _b("StableDiffusion3Backbone", "stable_diffusion_3_medium", 2987080931,
        _sd3(mmdit=dict(hidden_dim=1536, num_layers=24, num_heads=24, position_size=192),
             vae=dict(encoder_num_filters=[128, 256, 512, 512], encoder_num_blocks=[2, 2, 2, 2],

@@ -261,7 +261,9 @@ class Recorder:
         self.calls[path] = call + 1
         leaves = jax.tree_util.tree_leaves(out)
         for i, leaf in enumerate(leaves):
-            if not hasattr(leaf, "shape"):
+            if not isinstance(leaf, jax.Array):
+                # A layer may return its own variables (SAM 3's rotary tables): their
+                # layouts are the variables' own, and JAX cannot inspect the objects.
                 continue
             key = (path, call, i)
             rec = Activation(
