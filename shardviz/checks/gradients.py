@@ -89,7 +89,7 @@ def grouped_inputs(scan: Scan, layers: list | None = None) -> list[GroupedInput]
     holding = {v.layer for v in scan.variables}
     out = []
     for layer in layers:
-        name = getattr(layer, "path", layer.name)
+        name = _path(layer)
         dim, channels = _input_channels(layer)
         i = index.get(name)
         own = scan.outputs[i].shapes if i is not None else ()
@@ -106,6 +106,11 @@ def grouped_inputs(scan: Scan, layers: list | None = None) -> list[GroupedInput]
                     break
         out.append(GroupedInput(layer, name, feed, dim, channels, rank, source))
     return out
+
+
+def _path(layer) -> str:
+    """A layer's path, or its name where it has none (built but never called)."""
+    return getattr(layer, "path", None) or layer.name
 
 
 def _carries(o, channels: int, dim: int, rank: int) -> int:
@@ -190,7 +195,7 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
     if split <= 1 or split >= devices:
         return []
     layers = grouped_convolutions(scan.model)
-    names = [getattr(layer, "path", None) or layer.name for layer in layers]
+    names = [_path(layer) for layer in layers]
     if traced is not None and traced.train_step:
         if not layers and not traced.grouped_convolutions:
             return []  # nothing grouped: no walk over every layer's sublayers
