@@ -105,6 +105,36 @@ def test_grouped_query_key_value_dense_kernels_and_conv_kernels_get_their_roles(
     assert len(plan) > 0  # a path shared by every layer no longer breaks the planner
 
 
+def test_a_lone_square_projection_after_a_fused_query_key_value_one_narrows_back():
+    """Stable Diffusion 3's, SAM's and Swin's attention: one Dense widens to
+    query, key and value together, then one square Dense takes the heads
+    back. Split by its output too, the heads' attention ran whole on every
+    device (27.7 GiB per chip for Stable Diffusion 3 on v5e:2x4, 7.7 GiB
+    with the projection split by its input)."""
+    import keras
+
+    class FusedAttention(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.qkv = keras.layers.Dense(3 * 32, name="qkv")
+            self.proj = keras.layers.Dense(32, name="proj")
+
+        def call(self, x):
+            qkv = keras.ops.reshape(self.qkv(x), (-1, x.shape[1], 3, 4, 8))
+            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+            out = keras.ops.dot_product_attention(q, k, v)
+            return self.proj(keras.ops.reshape(out, (-1, x.shape[1], 32)))
+
+    def fused():
+        x = keras.Input((8, 32))
+        return keras.Model(x, FusedAttention(name="attention")(x))
+
+    kinds = {r.path: r.kind for r in roles(shardviz.scan(fused))}
+    assert kinds["attention/qkv/kernel"] == "column"
+    assert kinds["attention/proj/kernel"] == "row"
+    assert kinds["attention/proj/bias"] == "other"
+
+
 def test_rules_are_few_readable_and_exact():
     paths = [f"block_{i}_{name}/kernel" for i in range(4) for name in ("q", "k", "up")]
     specs = {p: (None, "m") for p in paths if "_up/" in p}

@@ -53,8 +53,7 @@ def roles(scan: Scan) -> list[Role]:
     def unseen(layer_class: str) -> bool:
         return seen_any and not layer_class
 
-    square_column = _square_columns([v for v in kernels.values()
-                                     if len(v.shape) == 2 and v.shape[0] == v.shape[1]])
+    square_column = _square_columns([v for v in kernels.values() if len(v.shape) == 2])
     first: dict[str, Role] = {}
     for v in scan.variables:
         if v.path in first:  # another layer's variable of the same path: Keras lays it out alike
@@ -137,18 +136,22 @@ def _heads_dim(kernel: tuple[int, ...], out_shape: tuple) -> int:
     return 1
 
 
-def _square_columns(squares: list) -> dict[str, bool]:
-    """Whether each square 2-D kernel is taken as column-parallel (else row),
-    counted within each parent layer (a block), in the model's order: four
-    inside a block are an attention layer (query, key and value read the input, one
-    projection takes the heads back: column, column, column, row); pairs
-    alternate column, row; an odd count starts with two columns (a gated
-    feed-forward layer: the gate and the up projection read the same input,
-    then one projection narrows back). Shapes alone cannot tell; a compile
-    of the candidate shows what it costs.
+def _square_columns(matrices: list) -> dict[str, bool]:
+    """Whether each square 2-D kernel among ``matrices`` (every 2-D kernel, in
+    the model's order) is taken as column-parallel (else row), counted within
+    each parent layer (a block): four squares inside a block are an attention
+    layer (query, key and value read the input, one projection takes the heads
+    back: column, column, column, row); pairs alternate column, row; an odd
+    count starts with two columns (a gated feed-forward layer: the gate and
+    the up projection read the same input, then one projection narrows back).
+    A lone square kernel that follows a widening one in its block (a fused
+    query/key/value projection, then the projection out of the heads) narrows
+    back what that one widened: row. Shapes alone cannot tell; a compile of
+    the candidate shows what it costs.
 
     >>> class V:
-    ...     def __init__(self, path): self.path, self.layer = path, path.rpartition("/")[0]
+    ...     def __init__(self, path, shape=(8, 8)):
+    ...         self.path, self.layer, self.shape = path, path.rpartition("/")[0], shape
     >>> sq = [V(f"b{i}/{n}/kernel") for i in (0, 1) for n in ("gate", "up", "down")]
     >>> [_square_columns(sq)[v.path] for v in sq]
     [True, True, False, True, True, False]
@@ -158,14 +161,20 @@ def _square_columns(squares: list) -> dict[str, bool]:
     >>> mlp = [V(f"d{i}/kernel") for i in range(4)]  # four square layers of a model
     >>> [_square_columns(mlp)[v.path] for v in mlp]
     [True, False, True, False]
+    >>> fused = [V("b0/qkv/kernel", (8, 24)), V("b0/proj/kernel")]
+    >>> _square_columns(fused)
+    {'b0/proj/kernel': False}
     """
     by_parent: dict[str, list] = {}
-    for v in squares:
+    for v in matrices:
         by_parent.setdefault(v.layer.rpartition("/")[0], []).append(v)
     out = {}
-    for parent, members in by_parent.items():
+    for parent, kernels in by_parent.items():
+        members = [v for v in kernels if v.shape[0] == v.shape[1]]
         if len(members) == 4 and parent:  # attention: query, key, value, then one out
             columns = {0, 1, 2}
+        elif len(members) == 1 and parent and _follows_a_widening(kernels, members[0]):
+            columns = set()
         else:
             start = 1 if len(members) % 2 and len(members) >= 3 else 0
             columns = set(range(start)) | {i for i in range(start, len(members))
@@ -173,6 +182,18 @@ def _square_columns(squares: list) -> dict[str, bool]:
         for i, v in enumerate(members):
             out[v.path] = i in columns
     return out
+
+
+def _follows_a_widening(kernels: list, square: Any) -> bool:
+    """Whether the kernel before ``square`` in its block widens (more output
+    features than input), with nothing narrowing between them."""
+    before = kernels[:kernels.index(square)]
+    for v in reversed(before):
+        if v.shape[1] > v.shape[0]:
+            return True
+        if v.shape[1] < v.shape[0]:
+            return False
+    return False
 
 
 def _expert_layers(scan: Scan) -> dict[str, int]:
