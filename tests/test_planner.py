@@ -129,10 +129,29 @@ def test_a_lone_square_projection_after_a_fused_query_key_value_one_narrows_back
         x = keras.Input((8, 32))
         return keras.Model(x, FusedAttention(name="attention")(x))
 
-    kinds = {r.path: r.kind for r in roles(shardviz.scan(fused))}
+    s = shardviz.scan(fused)
+    kinds = {r.path: r.kind for r in roles(s)}
     assert kinds["attention/qkv/kernel"] == "column"
     assert kinds["attention/proj/kernel"] == "row"
     assert kinds["attention/proj/bias"] == "other"
+    # Shapes alone cannot tell (Swin's windows fare better the other way): both
+    # readings are candidates, and the compiled figures choose between them.
+    import jax
+
+    from shardviz.planner.strategies import VARIANT_LABELS
+
+    choice = shardviz.planner.choose_map(s, {"batch": 2, "model": 4},
+                                         inputs=jax.ShapeDtypeStruct((8, 8, 32), "float32"))
+    other = "data × tensor parallel" + VARIANT_LABELS["column"]
+    assert list(choice.candidates.label) == ["data × tensor parallel", other]
+    assert choice.candidates.builds.all() and (choice.candidates.bytes_per_device > 0).all()
+    from shardviz.planner.strategies import _strategies
+
+    plans = {label: plan for label, plan, _ in _strategies(s, 8, sequence=False)
+             if plan.mesh_dict == {"batch": 2, "model": 4}}
+    proj = {label: tuple(shardviz.analyze(s, plans[label]).variables.set_index("path")
+                         .loc["attention/proj/kernel", "spec"]) for label in plans}
+    assert proj == {"data × tensor parallel": ("model", None), other: (None, "model")}
 
 
 def test_rules_are_few_readable_and_exact():

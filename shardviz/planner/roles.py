@@ -30,9 +30,17 @@ class Role:
     layer_class: str
 
 
-def roles(scan: Scan) -> list[Role]:
+AFTER_FUSED = ("row", "column")
+"""What a lone square kernel that follows a widening one in its block is
+taken as: ``"row"`` (it narrows back what the widening one spread out, as
+the projection out of a fused query/key/value projection's heads does) or
+``"column"``. The planner compiles both where they differ."""
+
+
+def roles(scan: Scan, after_fused: str = "row") -> list[Role]:
     """Each variable's role, from its shape, its rank, its layer's class and
-    its layer's output rank; never from its name."""
+    its layer's output rank; never from its name. ``after_fused`` is one of
+    :data:`AFTER_FUSED`."""
     by_layer: dict[str, tuple[str, tuple, bool]] = {}
     for o in scan.outputs:
         by_layer.setdefault(o.layer_path, (o.layer_class, tuple(o.shapes[0]) if o.shapes else (),
@@ -53,7 +61,8 @@ def roles(scan: Scan) -> list[Role]:
     def unseen(layer_class: str) -> bool:
         return seen_any and not layer_class
 
-    square_column = _square_columns([v for v in kernels.values() if len(v.shape) == 2])
+    square_column = _square_columns([v for v in kernels.values() if len(v.shape) == 2],
+                                    after_fused)
     first: dict[str, Role] = {}
     for v in scan.variables:
         if v.path in first:  # another layer's variable of the same path: Keras lays it out alike
@@ -136,7 +145,7 @@ def _heads_dim(kernel: tuple[int, ...], out_shape: tuple) -> int:
     return 1
 
 
-def _square_columns(matrices: list) -> dict[str, bool]:
+def _square_columns(matrices: list, after_fused: str = "row") -> dict[str, bool]:
     """Whether each square 2-D kernel among ``matrices`` (every 2-D kernel, in
     the model's order) is taken as column-parallel (else row), counted within
     each parent layer (a block): four squares inside a block are an attention
@@ -146,8 +155,8 @@ def _square_columns(matrices: list) -> dict[str, bool]:
     the up projection read the same input, then one projection narrows back).
     A lone square kernel that follows a widening one in its block (a fused
     query/key/value projection, then the projection out of the heads) narrows
-    back what that one widened: row. Shapes alone cannot tell; a compile of
-    the candidate shows what it costs.
+    back what that one widened: row (column with ``after_fused="column"``).
+    Shapes alone cannot tell; a compile of the candidate shows what it costs.
 
     >>> class V:
     ...     def __init__(self, path, shape=(8, 8)):
@@ -162,8 +171,8 @@ def _square_columns(matrices: list) -> dict[str, bool]:
     >>> [_square_columns(mlp)[v.path] for v in mlp]
     [True, False, True, False]
     >>> fused = [V("b0/qkv/kernel", (8, 24)), V("b0/proj/kernel")]
-    >>> _square_columns(fused)
-    {'b0/proj/kernel': False}
+    >>> _square_columns(fused), _square_columns(fused, after_fused="column")
+    ({'b0/proj/kernel': False}, {'b0/proj/kernel': True})
     """
     by_parent: dict[str, list] = {}
     for v in matrices:
@@ -174,7 +183,7 @@ def _square_columns(matrices: list) -> dict[str, bool]:
         if len(members) == 4 and parent:  # attention: query, key, value, then one out
             columns = {0, 1, 2}
         elif len(members) == 1 and parent and _follows_a_widening(kernels, members[0]):
-            columns = set()
+            columns = set() if after_fused == "row" else {0}
         else:
             start = 1 if len(members) % 2 and len(members) >= 3 else 0
             columns = set(range(start)) | {i for i in range(start, len(members))
@@ -182,6 +191,14 @@ def _square_columns(matrices: list) -> dict[str, bool]:
         for i, v in enumerate(members):
             out[v.path] = i in columns
     return out
+
+
+def fused_variants(scan: Scan) -> tuple[str, ...]:
+    """The values of ``after_fused`` that give this model different roles:
+    ``("row",)`` for most, both of :data:`AFTER_FUSED` for a model with a
+    lone square kernel after a widening one in a block."""
+    default = roles(scan)
+    return ("row",) if roles(scan, after_fused="column") == default else AFTER_FUSED
 
 
 def _follows_a_widening(kernels: list, square: Any) -> bool:

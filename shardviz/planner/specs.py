@@ -20,12 +20,14 @@ FSDP_MIN_BYTES = 64 * 1024
 strategies: gathering them costs more latency than their memory is worth."""
 
 
-def tensor_parallel_specs(scan: Scan, axis: str, size: int) -> dict[str, tuple]:
+def tensor_parallel_specs(scan: Scan, axis: str, size: int,
+                          after_fused: str = "row") -> dict[str, tuple]:
     """Megatron layouts over ``axis`` of ``size`` devices, for every variable
-    whose split dim divides; the rest are left out (replicated)."""
+    whose split dim divides; the rest are left out (replicated). ``after_fused``
+    passes on to :func:`~.roles.roles`."""
     shapes = {v.path: v.shape for v in scan.variables}
     specs: dict[str, tuple] = {}
-    for r in roles(scan):
+    for r in roles(scan, after_fused):
         if r.dim is None:
             continue
         shape = shapes[r.path]

@@ -11,7 +11,7 @@ from ..checks.gradients import grouped_inputs, split_over
 from ..plan import Plan
 from .meshes import factorisations
 from .reason_checks import Reason
-from .roles import roles
+from .roles import fused_variants, roles
 from .rules import rules_for
 from .specs import (
     activations_dominate,
@@ -72,11 +72,14 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
     activation memory, which only a compile measures)."""
     paths = list(scan.variable_paths)
     layer_of = {v.path: v.layer for v in scan.variables}
-    role_of = {r.path: r for r in roles(scan)}
+    variants = fused_variants(scan)
+    role_sets = {v: {r.path: r for r in roles(scan, v)} for v in variants}
+    role_of = role_sets["row"]
     out: list[tuple[str, Plan, dict[str, str]]] = []
     grouped = grouped_inputs(scan)
 
-    def plan_of(mesh: dict[str, int], specs: dict[str, tuple], kinds: dict[str, str], axis_for):
+    def plan_of(mesh: dict[str, int], specs: dict[str, tuple], kinds: dict[str, str], axis_for,
+                role_of: dict = role_of):
         rules = rules_for(specs, paths + list(scan.other_paths))
         reasons = {}
         shape_of = {v.path: v.shape for v in scan.variables}
@@ -133,37 +136,61 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
     for batch, model in factorisations(n):
         mesh = {"batch": batch, "model": model}
         first = len(out)
-        tp = tensor_parallel_specs(scan, "model", model) if model > 1 else {}
-        kinds = {p: role_of[p].kind for p in tp}
-        tp = lora_specs(scan, tp)
-        kinds.update({p: "lora" for p in tp if p not in kinds})
-        tp_axis = lambda kind: "batch" if kind == "fsdp" else "model"  # noqa: E731
-        if model == 1:
-            out.append(("data parallel", *plan_of(mesh, {}, {}, tp_axis)))
-        elif tp or (batch > 1 and grouped_input_specs(grouped, "model", model)):
-            # A model axis that splits nothing would only replicate; one that splits the
-            # channels of grouped convolutions' inputs (with_grouped) does split.
-            label = "tensor parallel" if batch == 1 else "data × tensor parallel"
-            out.append((label, *plan_of(mesh, tp, kinds, tp_axis)))
-        if batch > 1:
-            fs = fully_sharded_specs(scan, "batch", batch, tp)
-            if fs != tp:
-                label = "fully sharded" if model == 1 else "fully sharded × tensor parallel"
-                out.append((label, *plan_of(mesh, fs, kinds, tp_axis)))
-        if sequence and model > 1 and tp and activations_dominate(scan, model):
-            sp = sequence_parallel_specs(scan, model)
-            if batch > 1:  # a grouped convolution's input keeps its channels split instead
-                feeds = grouped_input_specs(grouped, "model", model)
-                sp = {path: spec for path, spec in sp.items() if path not in feeds}
-            if sp:
-                plan, reasons = plan_of(mesh, tp, kinds, tp_axis)
-                extra = rules_for(sp, list(scan.output_paths + scan.other_paths))
-                plan = plan.with_rules([(r.key, r.axes) for r in plan.rules] + extra)
-                for key, _ in extra:
-                    reasons[key] = REASONS["sequence"].format(axis="model")
-                label = ("tensor × sequence parallel" if batch == 1
-                         else "data × tensor × sequence parallel")
-                out.append((label, plan, reasons))
+        for variant in variants if model > 1 else ("row",):
+            for entry in _candidates(scan, mesh, variant, role_sets[variant], plan_of, grouped,
+                                     sequence):
+                if all(entry[1].rules != other[1].rules for other in out[first:]):
+                    out.append(entry)
         if batch > 1 and model > 1:  # the batch is copied over `model`
             out[first:] = [with_grouped(entry, model) for entry in out[first:]]
+    return out
+
+
+VARIANT_LABELS = {"row": "", "column": " (square kernel after a widening one split by output)"}
+"""What a candidate's label adds for each value of ``after_fused``
+(:data:`~.roles.AFTER_FUSED`), where a model gives both."""
+
+
+def _candidates(scan: Scan, mesh: dict[str, int], variant: str, role_of: dict, plan_of,
+                grouped: list, sequence: bool) -> list[tuple[str, Plan, dict[str, str]]]:
+    """The strategies on one mesh, with the roles of one ``after_fused``
+    variant."""
+    batch, model = mesh["batch"], mesh["model"]
+    out: list[tuple[str, Plan, dict[str, str]]] = []
+    tp = tensor_parallel_specs(scan, "model", model, variant) if model > 1 else {}
+    kinds = {p: role_of[p].kind for p in tp}
+    tp = lora_specs(scan, tp)
+    kinds.update({p: "lora" for p in tp if p not in kinds})
+    tp_axis = lambda kind: "batch" if kind == "fsdp" else "model"  # noqa: E731
+    suffix = VARIANT_LABELS[variant]
+
+    def add(label: str, plan: Plan, reasons: dict) -> None:
+        out.append((label + suffix, plan, reasons))
+
+    if model == 1:
+        add("data parallel", *plan_of(mesh, {}, {}, tp_axis, role_of))
+    elif tp or (batch > 1 and grouped_input_specs(grouped, "model", model)):
+        # A model axis that splits nothing would only replicate; one that splits the
+        # channels of grouped convolutions' inputs (with_grouped) does split.
+        label = "tensor parallel" if batch == 1 else "data × tensor parallel"
+        add(label, *plan_of(mesh, tp, kinds, tp_axis, role_of))
+    if batch > 1:
+        fs = fully_sharded_specs(scan, "batch", batch, tp)
+        if fs != tp:
+            label = "fully sharded" if model == 1 else "fully sharded × tensor parallel"
+            add(label, *plan_of(mesh, fs, kinds, tp_axis, role_of))
+    if sequence and model > 1 and tp and activations_dominate(scan, model):
+        sp = sequence_parallel_specs(scan, model)
+        if batch > 1:  # a grouped convolution's input keeps its channels split instead
+            feeds = grouped_input_specs(grouped, "model", model)
+            sp = {path: spec for path, spec in sp.items() if path not in feeds}
+        if sp:
+            plan, reasons = plan_of(mesh, tp, kinds, tp_axis, role_of)
+            extra = rules_for(sp, list(scan.output_paths + scan.other_paths))
+            plan = plan.with_rules([(r.key, r.axes) for r in plan.rules] + extra)
+            for key, _ in extra:
+                reasons[key] = REASONS["sequence"].format(axis="model")
+            label = ("tensor × sequence parallel" if batch == 1
+                     else "data × tensor × sequence parallel")
+            add(label, plan, reasons)
     return out

@@ -41,7 +41,7 @@ def _estimated_comm(report: Report, scan: Scan, train_step: bool) -> int:
     total = 0
     for r in roles(scan):
         spec: tuple = tuple(variables.loc[r.path, "spec"])  # type: ignore[arg-type]
-        if r.kind in ("row", "heads-out") and "model" in spec:
+        if r.kind in ("row", "heads-out") and r.dim is not None and spec[r.dim] == "model":
             o = outputs.get(r.path.rpartition("/")[0])
             if o is not None and o.shapes:  # activations taken as float32: an estimate
                 total += math.prod(o.shapes[0]) * 4 // max(batch, 1)
