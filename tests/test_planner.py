@@ -134,6 +134,8 @@ def test_a_lone_square_projection_after_a_fused_query_key_value_one_narrows_back
     assert kinds["attention/qkv/kernel"] == "column"
     assert kinds["attention/proj/kernel"] == "row"
     assert kinds["attention/proj/bias"] == "other"
+    with pytest.raises(ShardvizError, match="Give one of 'row', 'column'"):
+        roles(s, after_fused="diagonal")
     # Shapes alone cannot tell (Swin's windows fare better the other way): both
     # readings are candidates, and the compiled figures choose between them.
     import jax

@@ -8,6 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ..checks.variables import LORA_FACTORS
+from ..errors import ShardvizError
 
 if TYPE_CHECKING:
     from ..model.scan import Scan
@@ -41,6 +42,10 @@ def roles(scan: Scan, after_fused: str = "row") -> list[Role]:
     """Each variable's role, from its shape, its rank, its layer's class and
     its layer's output rank; never from its name. ``after_fused`` is one of
     :data:`AFTER_FUSED`."""
+    if after_fused not in AFTER_FUSED:
+        raise ShardvizError(f"after_fused={after_fused!r:.40} is not a reading of a square "
+                            "kernel after a widening one.",
+                            hint=f"Give one of {', '.join(map(repr, AFTER_FUSED))}.")
     by_layer: dict[str, tuple[str, tuple, bool]] = {}
     for o in scan.outputs:
         by_layer.setdefault(o.layer_path, (o.layer_class, tuple(o.shapes[0]) if o.shapes else (),
