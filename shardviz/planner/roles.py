@@ -198,24 +198,11 @@ def _square_columns(matrices: list, after_fused: str = "row") -> dict[str, bool]
     return out
 
 
-def fused_variants(scan: Scan) -> tuple[str, ...]:
-    """The values of ``after_fused`` that give this model different roles:
-    ``("row",)`` for most, both of :data:`AFTER_FUSED` for a model with a
-    lone square kernel after a widening one in a block."""
-    default = roles(scan)
-    return ("row",) if roles(scan, after_fused="column") == default else AFTER_FUSED
-
-
 def _follows_a_widening(kernels: list, square: Any) -> bool:
-    """Whether the kernel before ``square`` in its block widens (more output
-    features than input), with nothing narrowing between them."""
-    before = kernels[:kernels.index(square)]
-    for v in reversed(before):
-        if v.shape[1] > v.shape[0]:
-            return True
-        if v.shape[1] < v.shape[0]:
-            return False
-    return False
+    """Whether the kernel just before ``square`` in its block widens (more
+    output features than input)."""
+    i = kernels.index(square)
+    return i > 0 and kernels[i - 1].shape[1] > kernels[i - 1].shape[0]
 
 
 def _expert_layers(scan: Scan) -> dict[str, int]:

@@ -11,7 +11,7 @@ from ..checks.gradients import grouped_inputs, split_over
 from ..plan import Plan
 from .meshes import factorisations
 from .reason_checks import Reason
-from .roles import fused_variants, roles
+from .roles import AFTER_FUSED, roles
 from .rules import rules_for
 from .specs import (
     activations_dominate,
@@ -72,9 +72,10 @@ def _strategies(scan: Scan, n: int, sequence: bool = True
     activation memory, which only a compile measures)."""
     paths = list(scan.variable_paths)
     layer_of = {v.path: v.layer for v in scan.variables}
-    variants = fused_variants(scan)
-    role_sets = {v: {r.path: r for r in roles(scan, v)} for v in variants}
+    role_sets = {v: {r.path: r for r in roles(scan, v)} for v in AFTER_FUSED}
     role_of = role_sets["row"]
+    # Both readings of a square kernel after a widening one, where they differ.
+    variants = AFTER_FUSED if role_sets["column"] != role_of else ("row",)
     out: list[tuple[str, Plan, dict[str, str]]] = []
     grouped = grouped_inputs(scan)
 
