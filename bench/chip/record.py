@@ -43,12 +43,12 @@ TIMED_STEPS = 12  # second call: timed, divided by this
 
 # (case, builder, kind, batch); seq and the rest come from builder_kwargs.
 CASES = (
-    [("dict_model_fit_b32", "dict_model", "fit", 32)]
+    [("dict_model_fit_b32", "dict_model", "fit", 32), ("dict_model_fit_b4", "dict_model", "fit", 4)]
     + [(f"encoder_predict_b{b}", "encoder", "predict", b) for b in (64, 256)]
     + [(f"decoder_fit_b{b}", "decoder", "fit", b) for b in (4, 6, 7, 8, 12)]
     + [(f"decoder_lora_fit_b{b}", "decoder_lora", "fit", b) for b in (4, 8, 9, 10, 12)]
 )
-SMALL_BATCH = {"dict_model": (4,), "encoder": (2, 4), "decoder": (2, 4, 5, 6, 8),
+SMALL_BATCH = {"dict_model": (4, 2), "encoder": (2, 4), "decoder": (2, 4, 5, 6, 8),
                "decoder_lora": (2, 4, 6, 8, 10)}
 
 
