@@ -73,8 +73,10 @@ def rows(name: str, size: str, settings: dict, audit: bool):
             choice = choose_map(scan, mesh, inputs=given, target=target, skip_dominated=True)
         except shardviz.ShardvizError as e:  # a mesh no candidate compiles on is a row
             why = e.message.split("for this model: ")[-1]
+            verdict = "no map fits" if e.message.startswith("No strategy of the planner fits") \
+                else "no map compiles"
             yield (f"| {name} | {entry.preset or entry.note} | {where} | | | "
-                   f"no map compiles: {why[:320]} | | | | {checked} |")
+                   f"{verdict}: {why[:320]} | | | | {checked} |")
             continue
         shipped, ours = choice.shipped, choice.chosen
         ships = callable(getattr(type(scan.model), "get_layout_map", None))

@@ -4,6 +4,7 @@ budget; sweeps say on which meshes a rule set works."""
 import re
 
 import pytest
+from needs import tpu
 
 import shardviz
 from shardviz import Plan, ShardvizError, examples
@@ -154,6 +155,23 @@ def test_a_lone_square_projection_after_a_fused_query_key_value_one_narrows_back
     proj = {label: tuple(shardviz.analyze(s, plans[label]).variables.set_index("path")
                          .loc["attention/proj/kernel", "spec"]) for label in plans}
     assert proj == {"data × tensor parallel": ("model", None), other: (None, "model")}
+
+
+@tpu
+def test_a_mesh_where_no_candidate_fits_the_target_says_so_with_the_compilers_bytes():
+    # 2**28 rows of 16 features: on a batch=2 mesh each chip holds half the batch's
+    # activations, 16 GiB; the v5e compiler allows 15.75 GiB.
+    with pytest.raises(ShardvizError) as caught:
+        shardviz.layout_map_for(examples.mlp, {"batch": 2, "model": 4}, inputs=(2**28, 16),
+                                target="v5e:2x4")
+    e = caught.value
+    assert e.message.startswith("No strategy of the planner fits v5e:2x4 on "
+                                "{'batch': 2, 'model': 4} for this model"), e.message
+    assert "it needs 16.0 GiB per chip, and the v5e compiler allows 15.8 GiB" in e.message
+    assert "shardviz.suggest(model, target='v5e:2x4'" in e.hint
+    # The hint holds: another mesh shape of the slice fits.
+    best = shardviz.suggest(examples.mlp, target="v5e:2x4", inputs=(2**28, 16), top=1)[0]
+    assert best.report.totals.fits and best.plan.mesh_dict != {"batch": 2, "model": 4}
 
 
 def test_rules_are_few_readable_and_exact():

@@ -136,11 +136,7 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
         pool = pool[(pool.bytes_per_device <= b.bytes_per_device)
                     & (pool.collective_bytes <= b.collective_bytes)]
     if pool.empty:
-        first = table.error.dropna()
-        raise ShardvizError(
-            f"No strategy of the planner builds on {mesh} for this model"
-            + (f": {first.iloc[0]}" if len(first) else "."),
-            hint="Check the inputs, or try another mesh shape (shardviz.suggest lists them).")
+        raise _none_chosen(mesh, table, target)
     figures = ["bytes_per_device", "collective_bytes"]
     if prefer == "communication":
         figures.reverse()
@@ -150,6 +146,27 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
     table["chosen"] = table.index == best
     return MapChoice(dict(mesh), str(table.label[best]), table.plan[best],
                      table.drop(columns="plan"), compiled)
+
+
+def _none_chosen(mesh: dict[str, int], table: pd.DataFrame,
+                 target: str | None) -> ShardvizError:
+    """Why no candidate can be chosen: none fits the target's chips (said
+    with the compiler's figures for the one that needs the least), or none
+    builds (with the first error)."""
+    over = table[table.fits.eq(False) & table.bytes_per_device.notna()]
+    if target is not None and not over.empty:
+        least = over.loc[over.bytes_per_device.astype(float).idxmin()]
+        return ShardvizError(
+            f"No strategy of the planner fits {target} on {mesh} for this model: the one that "
+            f"needs the least memory is {least.label}. {least.error}",
+            hint=f"Try another mesh shape of the slice (shardviz.suggest(model, "
+            f"target={target!r}, inputs=...) compiles each), a smaller batch, or a larger "
+            "slice.")
+    first = table.error.dropna()
+    return ShardvizError(
+        f"No strategy of the planner builds on {mesh} for this model"
+        + (f": {first.iloc[0]}" if len(first) else "."),
+        hint="Check the inputs, or try another mesh shape (shardviz.suggest lists them).")
 
 
 def _variable_bytes(scan: Scan, plan: Plan, target: str | None) -> float:
