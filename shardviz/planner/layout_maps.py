@@ -155,7 +155,7 @@ def _none_chosen(mesh: dict[str, int], table: pd.DataFrame,
     builds (with the first error)."""
     over = table[table.fits.eq(False) & table.bytes_per_device.notna()]
     if target is not None and not over.empty:
-        least = over.loc[over.bytes_per_device.astype(float).idxmin()]
+        least = over.sort_values("bytes_per_device", kind="stable").iloc[0]
         return ShardvizError(
             f"No strategy of the planner fits {target} on {mesh} for this model: the one that "
             f"needs the least memory is {least.label}. {least.error}",
