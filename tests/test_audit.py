@@ -31,6 +31,19 @@ def test_a_correct_map_has_no_finding():
     assert audit.report.trace_error is None and audit.fixed is None
 
 
+def test_a_forward_pass_that_fails_is_a_finding_not_a_clean_audit():
+    # 100 features for a model that takes 512: nothing compiles, so no split is checked.
+    audit = shardviz.audit(mlp, MEGATRON, inputs=(8, 100))
+    (row,) = audit.of("not-compiled").to_dict("records")
+    assert row["severity"] == "error" and row["mesh"] == "batch=2 x model=4"
+    assert "no split was checked against a compiled program" in row["message"]
+    assert row["fix"] and "not-compiled" in str(audit)
+    # A batch the batch axis does not divide: the same, with Keras's reason and its fix.
+    odd = shardviz.audit(mlp, MEGATRON, inputs=(3, 512))
+    (row,) = odd.of("not-compiled").to_dict("records")
+    assert "batch size 3" in row["message"] and "multiple of 2" in row["fix"]
+
+
 def test_a_renamed_layer_leaves_its_kernel_replicated_and_the_rule_unused():
     renamed = Plan(MEGATRON.mesh_dict, {".*up_proj/kernel": (None, "model"),
                                         ".*down/kernel": ("model", None)})

@@ -72,6 +72,31 @@ def test_guards_fail_with_one_line_per_failure(tmp_path):
     assert out.returncode == 0 and "FAIL" not in out.stdout
 
 
+def test_every_command_takes_named_inputs_for_a_model_that_takes_a_dict(tmp_path):
+    builder = tmp_path / "dict_model.py"
+    builder.write_text(textwrap.dedent("""
+        import keras
+
+        def build():
+            a = keras.Input((16,), name="a")
+            b = keras.Input((16,), name="b")
+            h = keras.layers.Dense(64, name="up")(keras.layers.Add()([a, b]))
+            return keras.Model({"a": a, "b": b}, keras.layers.Dense(16, name="down")(h))
+    """))
+    named = ["--inputs", "a=8x16", "--inputs", "b=8x16"]
+    out = run("report", f"{builder}:build", "--devices", "8", "--mesh", "batch=2,model=4",
+              *MEGATRON, *named, "-q")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "forward pass" in out.stdout
+    audit = run("audit", f"{builder}:build", "--mesh", "batch=2,model=4", *MEGATRON, *named,
+                "--no-compare", "-q")
+    assert audit.returncode == 0 and "0 findings" in audit.stdout, audit.stdout + audit.stderr
+    # Named and unnamed together: which to give, in one line.
+    mixed = run("audit", f"{builder}:build", "--mesh", "batch=2,model=4", *MEGATRON,
+                "--inputs", "a=8x16", "--inputs", "8x16")
+    assert mixed.returncode == 2 and "name every input" in mixed.stderr
+
+
 def test_plan_file_and_a_builder_file(tmp_path):
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(examples.megatron_plan().to_json())

@@ -6,11 +6,13 @@ plan (``--plan``, or ``--mesh`` with ``--rule``) or a class's own
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from ..model.builders import load_builder
-from .options import add_builder, add_plan, build_plan, inputs_of, parse_mesh
-from .running import UsageError, running
+from ..plan import Plan
+from .options import NAMED, add_builder, add_plan, build_plan, inputs_of, parse_mesh
+from .running import UsageError, running, use_devices
 
 EXIT_CODES = """exit codes:
   0  no finding
@@ -32,8 +34,9 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
                        "name (LlamaBackbone) or module.path:Class")
     add_plan(parser)
     group = parser.add_argument_group("the compiled pass")
-    group.add_argument("--inputs", action="append", metavar="SHAPE",
-                       help="the inputs of the forward pass, e.g. 8x128:int32")
+    group.add_argument("--inputs", action="append", metavar="[NAME=]SHAPE",
+                       help="the inputs of the forward pass, e.g. 8x128:int32; repeat for "
+                       "several inputs" + NAMED)
     group.add_argument("--batch", type=int, metavar="N", help="the global batch of a token model")
     group.add_argument("--seq", type=int, metavar="N", help="the sequence length of a token model")
     group.add_argument("--target", metavar="TARGET", help="compile for a target, e.g. v5e:2x4")
@@ -54,6 +57,12 @@ def run(args: argparse.Namespace) -> int:
         layout, mesh = build_plan(args), None
     else:
         raise UsageError("give the map: --layout-map CLASS, or --plan / --mesh with --rule")
+    if (args.inputs or args.batch or args.seq) and not args.target:
+        # The forward pass is compiled on simulated CPU devices, as many as the mesh has.
+        from ..planner.audit import CLASS_MESH
+
+        main = mesh or (layout.mesh_dict if isinstance(layout, Plan) else None) or CLASS_MESH
+        use_devices(math.prod(main.values()))
     builder = load_builder(args.builder)
     say = None if args.quiet else (lambda line: print(line, flush=True))
     with running(args.quiet, "auditing the layout map"):

@@ -18,6 +18,7 @@ from ..plan import AXIS_NAME, Plan, as_bytes, check_axis_name
 from .running import UsageError, check_writable
 
 BUILDER = "MODULE_OR_FILE:BUILDER"
+NAMED = "; NAME= on each for a model that takes a dict, e.g. token_ids=8x128:int32"
 SHAPE = "SHAPE[:DTYPE]"
 MAX_PLAN_FILE = 16 * 2**20
 
@@ -50,14 +51,14 @@ def add_plan(parser: argparse.ArgumentParser, mesh: bool = True,
     group.add_argument("--batch-axis", metavar="AXIS", help=batch_help)
 
 
-def add_inputs(parser: argparse.ArgumentParser, purpose: str, named: bool = False,
-               train_step: bool = False, labels: bool = False) -> Any:
-    """--inputs (``purpose``: what they are for; ``NAME=`` allowed with
-    ``named``), and --train-step and --labels where the command takes them.
-    Returns the group, for a command's own options of the pass."""
+def add_inputs(parser: argparse.ArgumentParser, purpose: str, train_step: bool = False,
+               labels: bool = False) -> Any:
+    """--inputs (``purpose``: what they are for; ``NAME=`` on each for a
+    model that takes a dict), and --train-step and --labels where the command
+    takes them. Returns the group, for a command's own options of the pass."""
     group = parser.add_argument_group("the forward pass")
-    group.add_argument("--inputs", action="append", metavar=("[NAME=]" if named else "") + SHAPE,
-                       help=purpose)
+    group.add_argument("--inputs", action="append", metavar="[NAME=]" + SHAPE,
+                       help=purpose + NAMED)
     if train_step:
         group.add_argument("--train-step", action="store_true",
                            help="analyse the train step model.fit runs (the model's own "
@@ -193,13 +194,35 @@ def build_plan(args: argparse.Namespace) -> Plan:
 
 
 def inputs_of(texts: list[str] | None, flag: str = "--inputs") -> Any:
-    """Repeated --inputs as analyze takes them: one spec, a list, or None.
+    """Repeated --inputs as analyze takes them: one spec, a list, a dict
+    for ``NAME=SHAPE[:DTYPE]`` (a model that takes a dict), or None.
 
     >>> inputs_of(["8x16"]), len(inputs_of(["8x16", "8:int32"])), inputs_of(None)
     (ShapeDtypeStruct(shape=(8, 16), dtype=float32), 2, None)
+    >>> inputs_of(["token_ids=8x128:int32", "padding_mask=8x128:int32"])["token_ids"]
+    ShapeDtypeStruct(shape=(8, 128), dtype=int32)
     """
-    specs = [parse_inputs(t, flag) for t in texts or []]
-    return (specs[0] if len(specs) == 1 else specs) or None
+    if not texts:
+        return None
+    pairs: list[tuple[str | None, object]] = []
+    for text in texts:
+        name, eq, rest = text.partition("=")
+        if eq and re.fullmatch(r"[A-Za-z_][\w.-]*", name.strip()):
+            pairs.append((name.strip(), parse_inputs(rest.strip(), f"{flag} {name}=")))
+        else:
+            pairs.append((None, parse_inputs(text, flag)))
+    named = [n for n, _ in pairs if n is not None]
+    if not named:
+        specs = [spec for _, spec in pairs]
+        return specs[0] if len(specs) == 1 else specs
+    if len(named) != len(pairs):
+        raise UsageError(f"{flag}: name every input (NAME=SHAPE[:DTYPE], for a model that "
+                         "takes a dict) or none", hint=f"e.g. {flag} token_ids=8x128:int32 "
+                         f"{flag} padding_mask=8x128:int32")
+    twice = sorted({n for n in named if named.count(n) > 1})
+    if twice:
+        raise UsageError(f"{flag}: the input {twice[0]!r} is given twice")
+    return dict(pairs)
 
 
 # ---------------------------------------------------------------- parsers

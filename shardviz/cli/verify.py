@@ -4,7 +4,6 @@ each holds."""
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
 from ..errors import ShardvizError
@@ -16,6 +15,7 @@ from .options import (
     add_outputs,
     add_plan,
     build_plan,
+    inputs_of,
     parse_inputs,
 )
 from .running import UsageError, running
@@ -41,9 +41,7 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
         epilog=EXIT_CODES, **common)
     add_builder(parser)
     add_plan(parser)
-    group = add_inputs(parser, "the global batch, e.g. 8x64; repeat for several inputs, with "
-                       "NAME= on each for a model that takes a dict, e.g. "
-                       "token_ids=8x128:int32", named=True)
+    group = add_inputs(parser, "the global batch, e.g. 8x64; repeat for several inputs")
     group.add_argument("--train-step", action="store_true",
                        help="also run one model.fit step (the model's own train step; SGD and "
                        "mean squared error if the builder did not compile the model) on every "
@@ -76,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     except ShardvizError as e:
         raise UsageError.of(e) from None
     plan = build_plan(args)
-    inputs = named_inputs(args.inputs)
+    inputs = inputs_of(args.inputs)
     load_builder(args.builder)  # a usage error now, not in every worker
     try:
         with running(args.quiet, f"running the plan on {args.processes} local processes",
@@ -100,30 +98,3 @@ def run(args: argparse.Namespace) -> int:
     for line in result.failures:
         print("FAIL " + line)
     return 1
-
-
-def named_inputs(texts: list[str]) -> Any:
-    """``--inputs`` as one spec, a list, or a dict for ``NAME=SHAPE[:DTYPE]``.
-
-    >>> named_inputs(["token_ids=8x128:int32", "padding_mask=8x128:int32"])["token_ids"]
-    ShapeDtypeStruct(shape=(8, 128), dtype=int32)
-    """
-    pairs: list[tuple[str | None, object]] = []
-    for text in texts:
-        name, eq, rest = text.partition("=")
-        if eq and re.fullmatch(r"[A-Za-z_][\w.-]*", name.strip()):
-            pairs.append((name.strip(), parse_inputs(rest.strip(), f"--inputs {name}=")))
-        else:
-            pairs.append((None, parse_inputs(text)))
-    named = [n for n, _ in pairs if n is not None]
-    if not named:
-        specs = [spec for _, spec in pairs]
-        return specs[0] if len(specs) == 1 else specs
-    if len(named) != len(pairs):
-        raise UsageError("--inputs: name every input (NAME=SHAPE[:DTYPE], for a model that "
-                         "takes a dict) or none", hint="e.g. --inputs token_ids=8x128:int32 "
-                         "--inputs padding_mask=8x128:int32")
-    twice = sorted({n for n in named if named.count(n) > 1})
-    if twice:
-        raise UsageError(f"--inputs: the input {twice[0]!r} is given twice")
-    return dict(pairs)

@@ -15,7 +15,11 @@ backbone class, or its name). The findings:
   built for a mesh shape at all;
 - ``wrong-dimension``: a rule whose mesh axes on other dims of the same
   variables compile to fewer collective bytes per device, with no more
-  memory: found by compiling each alternative, never by names.
+  memory: found by compiling each alternative, never by names;
+- ``not-compiled`` (or ``does-not-fit``, when the compiler refused it for
+  memory): the forward pass asked for did not compile under the map, so no
+  split was checked against a compiled program. An audit that compiled
+  nothing is never shown as a clean one.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import analyze
-from ..errors import ShardvizError
+from ..errors import OutOfMemory, ShardvizError
 from ..format import human_bytes
 from ..layout.geometry import itemsize
 from ..model.scan import Scan
@@ -43,6 +47,9 @@ from .specs import tensor_parallel_specs
 
 FINDING_COLUMNS = ["kind", "severity", "where", "mesh", "message", "bytes_per_device",
                    "fixed_bytes_per_device", "collective_bytes", "fixed_collective_bytes", "fix"]
+
+CLASS_MESH = {"batch": 1, "model": 8}
+"""The main mesh of a class's own map when none is given."""
 
 REPLICATED_BYTES = 1 << 20
 """Variables smaller than this (1 MiB) left replicated are not findings."""
@@ -167,7 +174,7 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(model_or_builder)
     plan_for, own = layout_source(layout)
     _check_class(scan, layout)
-    main = dict(mesh or own or {"batch": 1, "model": 8})
+    main = dict(mesh or own or CLASS_MESH)
     axes = tuple(main)
     shapes = meshes if meshes is not None else _meshes(axes, math.prod(main.values()))
     rows: list[dict] = []
@@ -179,12 +186,14 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
     run: dict[str, Any] = dict(target=target)
     if compiled:
         run.update(inputs=inputs, batch=batch, seq=seq)
-    say(f"audit: the map on {main}" + (", compiled" if compiled else ""))
+    say(f"audit: the map on {main}" + (", compiling its forward pass" if compiled else ""))
     base = analyze(scan, plan, **run)
     broken = [p for p in base.errors if p.kind in ("invalid-regex", "unknown-axis",
                                                    "duplicate-axis")]
     if broken:  # Keras would refuse the map itself: nothing else is worth auditing
         raise ShardvizError(broken[0].message, hint=broken[0].hint, rule=broken[0].rule)
+    if compiled and base.trace_error is not None:
+        rows.append(_not_compiled(base.trace_error, main))
     rows += _replicated(scan, plan, base, replicated_bytes)
     rows += _unused(base)
     for shape in shapes:
@@ -222,6 +231,20 @@ def _build(plan_for: Callable[[dict[str, int]], Plan], mesh: dict[str, int],
                          f"{str(e).splitlines()[0][:200]}",
                          fix="a map that takes the mesh's axis sizes into account"))
         return None
+
+
+def _not_compiled(error: ShardvizError, mesh: dict[str, int]) -> dict:
+    """The forward pass asked for did not compile under the map: a finding,
+    so that an audit whose compiled checks did not run is not read as clean."""
+    if isinstance(error, OutOfMemory):
+        return _row("does-not-fit", "error", "", mesh,
+                    f"the forward pass under the map does not fit: {error.message}",
+                    fix=error.hint)
+    return _row("not-compiled", "error", error.layer or error.path or "", mesh,
+                "the forward pass under the map failed, so no split was checked against a "
+                f"compiled program: {error.message}",
+                fix=error.hint or "Give the inputs the model takes (a keras-hub backbone's: "
+                "batch= and seq=), or audit without inputs to check the rules alone.")
 
 
 def _row(kind: str, severity: str, where: str, mesh: dict[str, int] | None, message: str,
