@@ -159,6 +159,13 @@ def test_a_class_map_on_a_model_of_another_class_is_a_clear_error():
     assert "LlamaBackbone.get_layout_map(device_mesh)" in e.value.hint
 
 
+@hub
+def test_a_class_map_on_a_mesh_with_other_axis_names_says_which_names_it_takes():
+    with pytest.raises(ShardvizError, match="axes named 'batch' and 'model'") as e:
+        shardviz.audit(lambda: small_llama(2), "LlamaBackbone", mesh={"data": 2, "model": 4})
+    assert "mesh={'batch': 2, 'model': 4}" in e.value.hint
+
+
 def test_a_layout_map_with_an_invalid_regex_names_the_rule():
     import keras
 

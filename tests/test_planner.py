@@ -174,6 +174,28 @@ def test_a_mesh_where_no_candidate_fits_the_target_says_so_with_the_compilers_by
     assert best.report.totals.fits and best.plan.mesh_dict != {"batch": 2, "model": 4}
 
 
+def test_a_device_meshs_axes_are_read_by_name_and_a_dict_names_batch_and_model(monkeypatch):
+    import keras
+
+    from shardviz.planner import layout_maps
+
+    planned = []
+    choose = layout_maps.choose_map
+    monkeypatch.setattr(layout_maps, "choose_map",
+                        lambda model, mesh, **kw: planned.append(mesh) or choose(model, mesh, **kw))
+    # The data axis second: the model axis is the one named "model", of size 4.
+    mesh = keras.distribution.DeviceMesh((4, 2), ("model", "batch"),
+                                         keras.distribution.list_devices())
+    layout_map = shardviz.layout_map_for(examples.mlp, mesh)
+    assert planned == [{"batch": 2, "model": 4}]
+    assert layout_map["up/kernel"].axes == (None, "model")
+    assert shardviz.layout_map_for(examples.mlp, {"batch": 4, "model": 2})["up/kernel"].axes \
+        == (None, "model")
+    with pytest.raises(ShardvizError, match="names them 'batch' and 'model'") as e:
+        shardviz.layout_map_for(examples.mlp, {"data": 2, "model": 4})
+    assert "DeviceMesh" in e.value.hint
+
+
 def test_rules_are_few_readable_and_exact():
     paths = [f"block_{i}_{name}/kernel" for i in range(4) for name in ("q", "k", "up")]
     specs = {p: (None, "m") for p in paths if "_up/" in p}

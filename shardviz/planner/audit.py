@@ -25,6 +25,7 @@ backbone class, or its name). The findings:
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import re
 from collections.abc import Callable
@@ -175,6 +176,7 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
     plan_for, own = layout_source(layout)
     _check_class(scan, layout)
     main = dict(mesh or own or CLASS_MESH)
+    _check_axis_names(layout, main)
     axes = tuple(main)
     shapes = meshes if meshes is not None else _meshes(axes, math.prod(main.values()))
     rows: list[dict] = []
@@ -219,6 +221,27 @@ def _check_class(scan: Scan, layout: object) -> None:
             f"{type(scan.model).__name__}, not a {cls.__name__}.",
             hint=f"Audit a model built with {cls.__name__}(...), or pass the map itself "
             f"({cls.__name__}.get_layout_map(device_mesh)) to audit it on this model.")
+
+
+def _check_axis_names(layout: object, mesh: dict[str, int]) -> None:
+    """A class's own map names the mesh axes it splits over (keras-hub's:
+    ``batch`` and ``model``, its ``get_layout_map`` defaults): a mesh with
+    other names is refused here, before the class's own code fails on it."""
+    cls = _hub_class(layout) if isinstance(layout, str) else layout
+    if not (isinstance(cls, type) and hasattr(cls, "get_layout_map")):
+        return
+    try:
+        params = inspect.signature(cls.get_layout_map).parameters
+    except (TypeError, ValueError):
+        return
+    names = [params[p].default for p in ("data_parallel_dim_name", "model_parallel_dim_name")
+             if p in params and isinstance(params[p].default, str)]
+    if len(names) == 2 and set(mesh) != set(names):
+        raise ShardvizError(
+            f"{cls.__name__}.get_layout_map splits over mesh axes named {names[0]!r} and "
+            f"{names[1]!r}; the mesh {mesh} names its axes "
+            f"{', '.join(map(repr, mesh))}.",
+            hint=f"Give mesh={{{names[0]!r}: 2, {names[1]!r}: 4}} (the sizes your slice has).")
 
 
 def _build(plan_for: Callable[[dict[str, int]], Plan], mesh: dict[str, int],

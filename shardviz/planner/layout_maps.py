@@ -194,10 +194,12 @@ def plan_for_mesh(model_or_builder: object, mesh: dict[str, int], **kwargs: Any)
 
 def layout_map_for(model_or_builder: object, device_mesh: Any, **kwargs: Any) -> Any:
     """A ``keras.distribution.LayoutMap`` for the model on ``device_mesh``
-    (a Keras ``DeviceMesh`` with two axes, data first, or ``{"batch": b,
-    "model": m}``), from :func:`plan_for_mesh` (``inputs=``, ``batch=``,
-    ``seq=``, ``target=`` and ``prefer=`` pass on to :func:`choose_map`). With a dict, the map's mesh
-    holds JAX's devices when there are enough, else only their names (a map
+    (a Keras ``DeviceMesh`` with two axes, or ``{"batch": b, "model": m}``;
+    of a DeviceMesh's axes, the one not named ``model`` is the data axis, and
+    with neither named ``model`` nor ``batch``, the first), from
+    :func:`plan_for_mesh` (``inputs=``, ``batch=``, ``seq=``, ``target=``
+    and ``prefer=`` pass on to :func:`choose_map`). With a dict, the map's
+    mesh holds JAX's devices when there are enough, else only their names (a map
     to read or save; give a DeviceMesh to distribute with it).
 
     The keys name layers as a fresh session names them. Keras numbers a
@@ -216,6 +218,12 @@ def layout_map_for(model_or_builder: object, device_mesh: Any, **kwargs: Any) ->
 
     kd = keras_adapter.keras().distribution
     if isinstance(device_mesh, dict):
+        if set(device_mesh) != {"batch", "model"}:
+            raise ShardvizError(
+                f"The mesh {device_mesh} names its axes {', '.join(map(repr, device_mesh))}; "
+                "a mesh given as a dict names them 'batch' and 'model'.",
+                hint="Give {'batch': 2, 'model': 4}, or a keras.distribution.DeviceMesh with "
+                "your own axis names (the one not named 'model' is the data axis).")
         sizes = dict(device_mesh)
         names = ("batch", "model")
         n = math.prod(sizes[a] for a in names)
@@ -224,8 +232,9 @@ def layout_map_for(model_or_builder: object, device_mesh: Any, **kwargs: Any) ->
         devices = None if jax.device_count() >= n else [f"cpu:{i}" for i in range(n)]
         device_mesh = keras_adapter.device_mesh(tuple(sizes[a] for a in names), names, devices)
     elif isinstance(device_mesh, kd.DeviceMesh) and len(device_mesh.axis_names) == 2:
-        names = tuple(device_mesh.axis_names)
-        sizes = dict(zip(("batch", "model"), (int(s) for s in device_mesh.shape)))
+        names = _data_and_model(tuple(device_mesh.axis_names))
+        shape = dict(zip(device_mesh.axis_names, (int(s) for s in device_mesh.shape)))
+        sizes = {"batch": shape[names[0]], "model": shape[names[1]]}
     else:
         raise ShardvizError(f"{type(device_mesh).__name__} is not a two-axis mesh.",
                             hint="Give a keras.distribution.DeviceMesh with a data axis and a "
@@ -236,6 +245,21 @@ def layout_map_for(model_or_builder: object, device_mesh: Any, **kwargs: Any) ->
     for rule in plan.rules:
         layout_map[rule.key] = tuple(_renamed(a, rename) for a in rule.axes)
     return layout_map
+
+
+def _data_and_model(names: tuple[str, ...]) -> tuple[str, str]:
+    """A DeviceMesh's data and model axes: by name where one is called
+    ``model`` (or ``batch``), else the first is the data axis.
+
+    >>> _data_and_model(("model", "batch")), _data_and_model(("data", "tp"))
+    (('batch', 'model'), ('data', 'tp'))
+    """
+    first, second = names
+    if "model" in names:
+        return (second, first) if first == "model" else (first, second)
+    if "batch" in names:
+        return (first, second) if first == "batch" else (second, first)
+    return first, second
 
 
 def _renamed(axis: object, rename: dict[str, str]) -> object:
