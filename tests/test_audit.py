@@ -56,6 +56,20 @@ def test_a_renamed_layer_leaves_its_kernel_replicated_and_the_rule_unused():
     assert "(None, 'model')" in replicated["fix"]
 
 
+def test_small_variables_left_whole_are_one_finding_when_they_are_most_of_the_model():
+    # A map for a small model that splits the embedding only: each kernel is under the
+    # 1 MiB floor, together they are most of the model's bytes.
+    small = examples.mlp(d_model=64, hidden=256)
+    plan = Plan(MEGATRON.mesh_dict, {".*nothing/kernel": (None, "model")})
+    audit = shardviz.audit(small, plan)
+    (row,) = audit.of("replicated").to_dict("records")
+    assert row["where"] == "2 variables" and row["bytes_per_device"] == 2 * 64 * 256 * 4
+    assert "'up/kernel': (None, 'model')" in row["fix"] and "replicated_bytes=1" in row["fix"]
+    # Below the floor, each is a finding with its own rule.
+    each = shardviz.audit(small, plan, replicated_bytes=1).of("replicated")
+    assert {"up/kernel", "down/kernel"} <= set(each["where"])
+
+
 def test_a_split_on_the_wrong_dimension_is_found_by_compiling_the_alternative():
     # Row-parallel first and column-parallel second: each kernel split on the other dim.
     swapped = Plan(MEGATRON.mesh_dict, {".*up/kernel": ("model", None),

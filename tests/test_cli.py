@@ -91,6 +91,13 @@ def test_every_command_takes_named_inputs_for_a_model_that_takes_a_dict(tmp_path
     audit = run("audit", f"{builder}:build", "--mesh", "batch=2,model=4", *MEGATRON, *named,
                 "--no-compare", "-q")
     assert audit.returncode == 0 and "0 findings" in audit.stdout, audit.stdout + audit.stderr
+    # Every variable left whole is a finding with a floor of 1 byte: the bias of "down".
+    each = run("audit", f"{builder}:build", "--mesh", "batch=2,model=4", *MEGATRON,
+               "--replicated-bytes", "1", "-q")
+    assert each.returncode == 1 and "replicated [batch=2 x model=4]: down/bias" in each.stdout
+    bad = run("audit", f"{builder}:build", "--mesh", "batch=2,model=4", *MEGATRON,
+              "--replicated-bytes", "lots")
+    assert bad.returncode == 2 and "--replicated-bytes 'lots'" in bad.stderr
     # Named and unnamed together: which to give, in one line.
     mixed = run("audit", f"{builder}:build", "--mesh", "batch=2,model=4", *MEGATRON,
                 "--inputs", "a=8x16", "--inputs", "8x16")

@@ -11,7 +11,15 @@ from typing import Any
 
 from ..model.builders import load_builder
 from ..plan import Plan
-from .options import NAMED, add_builder, add_plan, build_plan, inputs_of, parse_mesh
+from .options import (
+    NAMED,
+    add_builder,
+    add_plan,
+    build_plan,
+    inputs_of,
+    parse_bytes,
+    parse_mesh,
+)
 from .running import UsageError, running, use_devices
 
 EXIT_CODES = """exit codes:
@@ -42,6 +50,10 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
     group.add_argument("--target", metavar="TARGET", help="compile for a target, e.g. v5e:2x4")
     group.add_argument("--no-compare", action="store_true",
                        help="do not compile the alternatives of each rule")
+    parser.add_argument("--replicated-bytes", metavar="SIZE", default="1MiB",
+                        help="the smallest variable left replicated that is a finding of its "
+                        "own (default 1MiB; smaller ones are one finding when together they "
+                        "are over half the model's bytes); e.g. 1 lists every one")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the findings")
 
 
@@ -63,12 +75,13 @@ def run(args: argparse.Namespace) -> int:
 
         main = mesh or (layout.mesh_dict if isinstance(layout, Plan) else None) or CLASS_MESH
         use_devices(math.prod(main.values()))
+    floor = parse_bytes(args.replicated_bytes, "--replicated-bytes")
     builder = load_builder(args.builder)
     say = None if args.quiet else (lambda line: print(line, flush=True))
     with running(args.quiet, "auditing the layout map"):
         found = audit(builder, layout, mesh=mesh, inputs=inputs_of(args.inputs),
                       batch=args.batch, seq=args.seq, target=args.target,
-                      compare=not args.no_compare, progress=say)
+                      compare=not args.no_compare, progress=say, replicated_bytes=floor)
     print(found)
     return 1 if len(found.findings) else 0
 

@@ -7,9 +7,11 @@ or a class with Keras's ``get_layout_map(device_mesh)`` (a keras-hub
 backbone class, or its name). The findings:
 
 - ``replicated``: a variable no rule splits, with its bytes on every device
-  (``experts-replicated`` for a mixture-of-experts weight);
-- ``unused-rule``: a rule that matches nothing, with the key it probably
-  meant (a renamed layer);
+  (``experts-replicated`` for a mixture-of-experts weight), and the rule
+  that would split it; variables under ``replicated_bytes`` are one
+  finding when together they are over half the model's bytes;
+- ``unused-rule``: a rule that matches nothing, with the paths closest to
+  it (a renamed layer);
 - ``indivisible``: a split that does not divide on some mesh shape (kv heads,
   vocabularies), per mesh shape; ``does-not-build``: a map that cannot be
   built for a mesh shape at all;
@@ -73,7 +75,10 @@ class Audit:
     meshes: list[dict[str, int]]
     """The mesh shapes the map was built on."""
     fixed: Plan | None = None
-    """The map with every rule edit the audit found applied."""
+    """The map with every ``wrong-dimension`` edit applied, compiled in
+    ``fixed_report`` (None when there is none). The other findings' fixes are
+    rules to add or change by hand: which split is right for a replicated
+    variable, or which key a renamed layer's rule meant, is the user's call."""
     fixed_report: Report | None = None
 
     def of(self, kind: str) -> pd.DataFrame:
@@ -168,7 +173,9 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
             ``wrong-dimension`` finding can be made.
         target: compile for this target (``"v5e:2x4"``).
         compare: compile the alternatives of each rule (``wrong-dimension``).
-        replicated_bytes: the smallest replicated variable that is a finding.
+        replicated_bytes: the smallest replicated variable that is a finding
+            of its own; smaller ones are one finding when together they are
+            over half the model's bytes.
         progress: a callable given a line per step.
     """
     say = progress or (lambda line: None)
@@ -280,32 +287,54 @@ def _row(kind: str, severity: str, where: str, mesh: dict[str, int] | None, mess
 
 
 def _replicated(scan: Scan, plan: Plan, report: Report, threshold: int) -> list[dict]:
-    """Large variables no rule splits, with their bytes, and a rule that would."""
+    """Large variables no rule splits, with their bytes, and the rule that
+    would split them (one rule for the same variable of every block). The
+    smaller ones, each under ``threshold``, are one finding when together
+    they are over half the model's bytes: a map that splits nothing of a
+    small model is not a clean one."""
     model_axes = [(a, s) for a, s in plan.mesh if a != plan.batch_axis and s > 1]
     axis, size = max(model_axes, key=lambda m: m[1]) if model_axes else (plan.batch_axis, 1)
     suggested = tensor_parallel_specs(scan, axis, size) if size > 1 else {}
     shapes = {v.path: v for v in scan.variables}
-    rows = []
+    large: list[tuple[str, Any, int, tuple | None]] = []
+    small: dict[str, tuple] = {}
+    small_bytes = 0
     for row in report.variables.to_dict("records"):
         path, layout = str(row["path"]), tuple(row["spec"])
         v = shapes.get(path)
         if v is None or any(a is not None for a in layout):
             continue
         nbytes = v.size * itemsize(v.dtype)
-        if nbytes < threshold:
-            continue
-        expert = bool(re.search(r"expert", path, re.IGNORECASE)) and len(v.shape) >= 3
         spec = suggested.get(path) or _largest_dim_spec(v.shape, axis, size)
-        fix = ""
-        if spec is not None:
-            (key, _), *_ = rules_for({path: spec}, scan.variable_paths + scan.other_paths)
-            fix = f"add {key!r}: {spec}"
+        if nbytes >= threshold:
+            large.append((path, v, nbytes, spec))
+        elif spec is not None and len(v.shape) >= 2:
+            small[path] = spec
+            small_bytes += nbytes
+    paths = scan.variable_paths + scan.other_paths
+    rules = rules_for({p: spec for p, _, _, spec in large if spec is not None}, paths)
+    rows = []
+    for path, v, nbytes, _spec in large:
+        expert = bool(re.search(r"expert", path, re.IGNORECASE)) and len(v.shape) >= 3
+        rule = next(((k, r) for k, r in rules if re.fullmatch(k, path)), None)
         rows.append(_row(
             "experts-replicated" if expert else "replicated", "warning", path, plan.mesh_dict,
             f"{path} {tuple(v.shape)} is matched by no rule that splits it: every device "
             f"holds all {human_bytes(nbytes)} of it"
             + (" (a mixture-of-experts weight: split its experts)" if expert else ""),
-            fix=fix, bytes_per_device=nbytes))
+            fix=f"add {rule[0]!r}: {rule[1]}" if rule else "", bytes_per_device=nbytes))
+    total = sum(v.size * itemsize(v.dtype) for v in scan.variables)
+    if small and small_bytes > total / 2:
+        grouped = rules_for(small, paths)
+        shown = ", ".join(f"{k!r}: {r}" for k, r in grouped[:6])
+        rows.append(_row(
+            "replicated", "warning", f"{len(small)} variables", plan.mesh_dict,
+            f"{len(small)} variables, each under the {human_bytes(threshold)} a finding of its "
+            f"own needs, are matched by no rule that splits them: {human_bytes(small_bytes)} "
+            f"in all, {small_bytes / total:.0%} of the model's bytes, on every device",
+            fix=f"add {shown}" + (f" and {len(grouped) - 6} more" if len(grouped) > 6 else "")
+            + "; replicated_bytes=1 (--replicated-bytes 1) lists each",
+            bytes_per_device=small_bytes))
     return rows
 
 
