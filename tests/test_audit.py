@@ -180,6 +180,16 @@ def test_a_class_map_on_a_mesh_with_other_axis_names_says_which_names_it_takes()
     assert "mesh={'batch': 2, 'model': 4}" in e.value.hint
 
 
+def test_a_map_audit_cannot_take_says_what_it_takes():
+    with pytest.raises(ShardvizError, match="names no mesh") as e:
+        shardviz.audit(mlp, {".*up/kernel": (None, "model")})
+    assert "shardviz.Plan({'batch': 2, 'model': 4}, rules)" in e.value.hint
+    for wrong in (None, 42):
+        with pytest.raises(ShardvizError, match="audit takes the layout map") as e:
+            shardviz.audit(mlp, wrong)
+        assert "Keras LayoutMap" in e.value.hint
+
+
 def test_a_layout_map_with_an_invalid_regex_names_the_rule():
     import keras
 

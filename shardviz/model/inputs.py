@@ -265,12 +265,13 @@ class TokenBatch:
         if specs is None:
             raise ShardvizError(
                 f"The model {model.name!r} does not say what it takes.",
-                hint="Give seq= for a token model, or inputs= (the shapes of one batch).")
+                hint="Give seq= (--seq on the command line) for a token model, or inputs= "
+                "(--inputs: the shapes of one batch).")
         if seq is None and any(d is None for shape, _ in specs for d in shape[1:]):
             raise ShardvizError(
                 f"The model {model.name!r} leaves a dim of its inputs open after the "
                 "batch (a sequence length).",
-                hint="Give seq=, e.g. seq=2048.")
+                hint="Give seq=, e.g. seq=2048 (--seq 2048 on the command line).")
         self.seq, self.specs = seq, specs
         self.names = input_names(model)
 

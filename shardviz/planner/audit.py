@@ -51,6 +51,10 @@ from .specs import tensor_parallel_specs
 FINDING_COLUMNS = ["kind", "severity", "where", "mesh", "message", "bytes_per_device",
                    "fixed_bytes_per_device", "collective_bytes", "fixed_collective_bytes", "fix"]
 
+LAYOUTS = ("Give a shardviz Plan, a Keras LayoutMap or ModelParallel, a function of a "
+           "DeviceMesh that returns a LayoutMap, or a class with get_layout_map (a keras-hub "
+           "backbone's, or its name, such as 'LlamaBackbone').")
+
 CLASS_MESH = {"batch": 1, "model": 8}
 """The main mesh of a class's own map when none is given."""
 
@@ -124,6 +128,13 @@ def layout_source(layout: object) -> tuple[Callable[[dict[str, int]], Plan], dic
                                                     kd.DataParallel)):
         make = layout
         return (lambda mesh: Plan.from_keras(make(keras_mesh(mesh)))), None
+    if isinstance(layout, dict) and "format" not in layout:
+        raise ShardvizError("A dict of rules is not a layout map on its own: it names no mesh.",
+                            hint="Give shardviz.Plan({'batch': 2, 'model': 4}, rules), a Keras "
+                            "LayoutMap, or a class with get_layout_map.")
+    if not isinstance(layout, (Plan, dict, kd.LayoutMap, kd.ModelParallel, kd.DataParallel)):
+        raise ShardvizError(f"audit takes the layout map to audit; got {type(layout).__name__}.",
+                            hint=LAYOUTS)
     plan = as_plan(layout)
 
     def resized(mesh: dict[str, int]) -> Plan:
@@ -143,8 +154,10 @@ def _hub_class(name: str) -> type:
         cls = getattr(owner, attr)
     except (ImportError, AttributeError):
         raise ShardvizError(f"{name!r} names no class with a layout map.",
-                            hint="Give a keras-hub backbone class or its name, such as "
-                            "'LlamaBackbone', a LayoutMap, or a Plan.") from None
+                            hint="Give the name of a keras-hub backbone class that ships "
+                            "get_layout_map, such as 'LlamaBackbone', or a class of your own "
+                            "with get_layout_map (module.path:Class on the command line).") \
+            from None
     if not hasattr(cls, "get_layout_map"):
         raise ShardvizError(f"{name} ships no get_layout_map.",
                             hint="shardviz.suggest(...) proposes a plan for it.")
