@@ -303,3 +303,36 @@ def test_cli_inputs_beyond_32_bits_are_one_line(capsys):
                  "--inputs", "99999999999999999999x16"]) == 2
     err = capsys.readouterr().err
     assert "a dimension holds at most 2,147,483,647" in err and "Traceback" not in err
+
+
+def dict_model():
+    import keras
+
+    ids = keras.Input((None,), dtype="int32", name="token_ids")
+    mask = keras.Input((None,), dtype="int32", name="padding_mask")
+    h = keras.layers.Embedding(64, 16, name="embed")(ids)
+    h = h * keras.ops.expand_dims(keras.ops.cast(mask, "float32"), -1)
+    return keras.Model({"token_ids": ids, "padding_mask": mask}, h, name="dict_model")
+
+
+@pytest.mark.parametrize("inputs, words", [
+    ({"tokens": (8, 32), "padding_mask": (8, 32)}, "no input is named 'tokens'; 'token_ids' is "
+     "missing"),
+    ({"token_ids": (8, 32)}, "'padding_mask' is missing"),
+    ((8, 32), "takes a dict of inputs, named 'padding_mask', 'token_ids'; the inputs given are "
+     "not a dict"),
+])
+def test_a_model_that_takes_a_dict_is_given_every_name_and_no_other(inputs, words):
+    report = shardviz.analyze(dict_model, Plan({"batch": 8}), inputs=inputs)
+    assert report.trace_error is not None and words in report.trace_error.message
+    assert ("--inputs padding_mask=8x128:int32 --inputs token_ids=8x128:int32"
+            in report.trace_error.hint)
+    right = shardviz.analyze(dict_model, Plan({"batch": 8}),
+                             inputs={"token_ids": (8, 32), "padding_mask": (8, 32)})
+    assert right.trace_error is None
+
+
+def test_a_plan_file_name_in_python_says_how_to_read_it():
+    with pytest.raises(ShardvizError, match="is a str, not a plan") as e:
+        shardviz.analyze(examples.mlp, "plan.json")
+    assert "Plan.from_json" in e.value.hint

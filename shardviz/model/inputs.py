@@ -210,15 +210,18 @@ def input_arrays(inputs):
     return inputs
 
 
-def check_against_model(specs, model_specs, model_name: str):
+def check_against_model(specs, model_specs, model_name: str, names=None):
     """Refuse inputs whose count, rank or fixed dims differ from what the
-    model declares, naming the input and what it expects. A dtype that
-    differs is not refused: the model casts its inputs to the dtypes it
-    declares (as ``model.fit`` does with the same data)."""
+    model declares, naming the input and what it expects; for a model that
+    takes a dict (``names``, its inputs' names), a dict with every name and
+    no other. A dtype that differs is not refused: the model casts its inputs
+    to the dtypes it declares (as ``model.fit`` does with the same data)."""
     if not model_specs:
         return
     import jax
 
+    if names:
+        _check_names(specs, model_specs, model_name, names)
     given = jax.tree_util.tree_leaves(specs)
     if len(given) != len(model_specs):
         raise ShardvizError(
@@ -242,6 +245,32 @@ def check_against_model(specs, model_specs, model_name: str):
                     f"the model expects {want} (shape {expected}).",
                     hint=f"Give input {i} a shape like {expected}.",
                 )
+
+
+def _check_names(specs, model_specs, model_name: str, names: list[str]) -> None:
+    """A model that takes a dict is given a dict with each of its names."""
+    shapes = {n: tuple((8 if i == 0 else 128) if d is None else d for i, d in enumerate(s))
+              for n, (s, _) in zip(names, model_specs)}
+    dtypes = {n: str(getattr(t, "name", t)) for n, (_, t) in zip(names, model_specs)}
+    example = ", ".join(f"{n!r}: {shapes[n]}" for n in names)
+    flags = " ".join(f"--inputs {n}=" + "x".join(map(str, shapes[n]))
+                     + (f":{dtypes[n]}" if dtypes[n] not in ("float32", "None") else "")
+                     for n in names)
+    hint = (f"Give inputs={{{example}}}, with your batch and lengths ({flags} on the command "
+            "line).")
+    if not isinstance(specs, Mapping):
+        raise ShardvizError(
+            f"Model {model_name!r} takes a dict of inputs, named "
+            f"{', '.join(map(repr, names))}; the inputs given are not a dict.", hint=hint)
+    unknown = [k for k in specs if k not in shapes]
+    missing = [n for n in names if n not in specs]
+    if unknown or missing:
+        said = [f"no input is named {', '.join(map(repr, unknown))}"] if unknown else []
+        said += [f"{', '.join(map(repr, missing))} {'is' if len(missing) == 1 else 'are'} "
+                 "missing"] if missing else []
+        raise ShardvizError(
+            f"Model {model_name!r} takes inputs named {', '.join(map(repr, names))}: "
+            f"{'; '.join(said)}.", hint=hint)
 
 
 def positive(value: object, name: str) -> int:

@@ -438,7 +438,7 @@ def scan(model_or_builder: Any, inputs: object = None, tuning: Tuning | None = N
     if inputs is not None:
         specs, _ = normalize_inputs(inputs, model_specs)
         try:
-            check_against_model(specs, model_specs, name)
+            check_against_model(specs, model_specs, name, input_names(model))
         except ShardvizError as e:
             notes.append(f"The inputs given do not fit the model ({e.message}); output paths "
                          "were found with the model's own input shapes.")

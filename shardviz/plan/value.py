@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -413,6 +414,11 @@ def as_plan(obj: object) -> Plan:
     """Accept a Plan, a Keras distribution or LayoutMap, or a plan dict."""
     if isinstance(obj, Plan):
         return obj
+    if isinstance(obj, (str, bytes, os.PathLike)):
+        raise ShardvizError(
+            f"The plan {obj!r:.80} is a {type(obj).__name__}, not a plan.",
+            hint="Read a plan file with shardviz.Plan.from_json(pathlib.Path(path).read_text()), "
+            "or pass a Plan, a Keras LayoutMap or ModelParallel.")
     # A Keras LayoutMap is a Mapping too, whose lookups are regex matches: read it as Keras's.
     if isinstance(obj, Mapping) and not hasattr(obj, "device_mesh"):
         return Plan.from_dict(obj)

@@ -22,6 +22,7 @@ from ..model.inputs import (
     call_args,
     check_against_model,
     input_arrays,
+    input_names,
     model_input_specs,
     normalize_inputs,
 )
@@ -153,7 +154,7 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
     dist = plan.to_keras(devices=mesh.device_list)
     model_specs = model_input_specs(model)
     specs, concrete_inputs = normalize_inputs(inputs, model_specs)
-    check_against_model(specs, model_specs, name)
+    check_against_model(specs, model_specs, name, input_names(model))
     runs_here = mesh.target.can_execute
     if mode is None:
         mode = ("concrete" if concrete_inputs and not scan.built_by_shardviz and runs_here
