@@ -68,8 +68,13 @@ def test_verdict_memory_and_time_agree_with_the_chip(case):
         return
     mem = report.memory.iloc[0]
     if record["kind"] == "fit":
+        # Another libtpu may move a small part by more than 5% of itself (the batch-4 step's
+        # 10 MB of temporaries by 1 MB under 0.0.52): there, each part is held to 5% of
+        # itself or 1% of the whole program, whichever is larger.
+        floor = 0 if same else 0.01 * theirs
         for key in ("argument_bytes", "output_bytes", "alias_bytes", "temp_bytes"):
-            assert abs(mem[key] - record["memory"][key]) <= tolerance * record["memory"][key], key
+            assert abs(mem[key] - record["memory"][key]) <= max(
+                tolerance * record["memory"][key], floor), key
     else:  # predict donates and returns the variables; the forward pass reads them
         assert abs(mem["temp_bytes"] - record["memory"]["temp_bytes"]) <= tolerance * \
             mem["temp_bytes"]
