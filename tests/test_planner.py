@@ -159,8 +159,8 @@ def test_a_lone_square_projection_after_a_fused_query_key_value_one_narrows_back
 
 @tpu
 def test_a_mesh_where_no_candidate_fits_the_target_says_so_with_the_compilers_bytes():
-    # 2**28 rows of 16 features: on a batch=2 mesh each chip holds half the batch's
-    # activations, 16 GiB; the v5e compiler allows 15.75 GiB.
+    # 2**28 rows of 16 features: on a batch=2 mesh each chip takes half the batch, and its
+    # activations need 16 GiB by the compiler's count; a v5e chip allows 15.75 GiB.
     with pytest.raises(ShardvizError) as caught:
         shardviz.layout_map_for(examples.mlp, {"batch": 2, "model": 4}, inputs=(2**28, 16),
                                 target="v5e:2x4")
