@@ -249,20 +249,12 @@ def check_against_model(specs, model_specs, model_name: str, names=None):
 
 def _check_names(specs, model_specs, model_name: str, names: list[str]) -> None:
     """A model that takes a dict is given a dict with each of its names."""
-    shapes = {n: tuple((8 if i == 0 else 128) if d is None else d for i, d in enumerate(s))
-              for n, (s, _) in zip(names, model_specs)}
-    dtypes = {n: str(getattr(t, "name", t)) for n, (_, t) in zip(names, model_specs)}
-    example = ", ".join(f"{n!r}: {shapes[n]}" for n in names)
-    flags = " ".join(f"--inputs {n}=" + "x".join(map(str, shapes[n]))
-                     + (f":{dtypes[n]}" if dtypes[n] not in ("float32", "None") else "")
-                     for n in names)
-    hint = (f"Give inputs={{{example}}}, with your batch and lengths ({flags} on the command "
-            "line).")
     if not isinstance(specs, Mapping):
         raise ShardvizError(
             f"Model {model_name!r} takes a dict of inputs, named "
-            f"{', '.join(map(repr, names))}; the inputs given are not a dict.", hint=hint)
-    unknown = [k for k in specs if k not in shapes]
+            f"{', '.join(map(repr, names))}; the inputs given are not a dict.",
+            hint=_names_hint(model_specs, names))
+    unknown = [k for k in specs if k not in names]
     missing = [n for n in names if n not in specs]
     if unknown or missing:
         said = [f"no input is named {', '.join(map(repr, unknown))}"] if unknown else []
@@ -270,7 +262,20 @@ def _check_names(specs, model_specs, model_name: str, names: list[str]) -> None:
                  "missing"] if missing else []
         raise ShardvizError(
             f"Model {model_name!r} takes inputs named {', '.join(map(repr, names))}: "
-            f"{'; '.join(said)}.", hint=hint)
+            f"{'; '.join(said)}.", hint=_names_hint(model_specs, names))
+
+
+def _names_hint(model_specs, names: list[str]) -> str:
+    """The dict to give, and its --inputs flags, with a batch of 8 and
+    lengths of 128 where the model leaves them open."""
+    shapes = {n: tuple((8 if i == 0 else 128) if d is None else d for i, d in enumerate(s))
+              for n, (s, _) in zip(names, model_specs)}
+    dtypes = {n: str(getattr(t, "name", t)) for n, (_, t) in zip(names, model_specs)}
+    example = ", ".join(f"{n!r}: {shapes[n]}" for n in names)
+    flags = " ".join(f"--inputs {n}=" + "x".join(map(str, shapes[n]))
+                     + (f":{dtypes[n]}" if dtypes[n] not in ("float32", "None") else "")
+                     for n in names)
+    return f"Give inputs={{{example}}}, with your batch and lengths ({flags} on the command line)."
 
 
 def positive(value: object, name: str) -> int:

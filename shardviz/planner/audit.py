@@ -194,9 +194,8 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
     say = progress or (lambda line: None)
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(model_or_builder)
     plan_for, own = layout_source(layout)
-    _check_class(scan, layout)
     main = dict(mesh or own or CLASS_MESH)
-    _check_axis_names(layout, main)
+    _check_class(scan, layout, main)
     axes = tuple(main)
     shapes = meshes if meshes is not None else _meshes(axes, math.prod(main.values()))
     rows: list[dict] = []
@@ -231,25 +230,20 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
     return Audit(scan.model_name, plan, frame, base, shapes, fixed, fixed_report)
 
 
-def _check_class(scan: Scan, layout: object) -> None:
-    """A class's own map is audited on a model of that class only."""
+def _check_class(scan: Scan, layout: object, mesh: dict[str, int]) -> None:
+    """A class's own map is audited on a model of that class only, and on a
+    mesh whose axes have the names it splits over (keras-hub's: ``batch``
+    and ``model``, its ``get_layout_map`` defaults), before the class's own
+    code fails on another."""
     cls = _hub_class(layout) if isinstance(layout, str) else layout
-    if isinstance(cls, type) and hasattr(cls, "get_layout_map") \
-            and not isinstance(scan.model, cls):
+    if not (isinstance(cls, type) and hasattr(cls, "get_layout_map")):
+        return
+    if not isinstance(scan.model, cls):
         raise ShardvizError(
             f"The map is {cls.__name__}'s, and the model {scan.model_name!r} is a "
             f"{type(scan.model).__name__}, not a {cls.__name__}.",
             hint=f"Audit a model built with {cls.__name__}(...), or pass the map itself "
             f"({cls.__name__}.get_layout_map(device_mesh)) to audit it on this model.")
-
-
-def _check_axis_names(layout: object, mesh: dict[str, int]) -> None:
-    """A class's own map names the mesh axes it splits over (keras-hub's:
-    ``batch`` and ``model``, its ``get_layout_map`` defaults): a mesh with
-    other names is refused here, before the class's own code fails on it."""
-    cls = _hub_class(layout) if isinstance(layout, str) else layout
-    if not (isinstance(cls, type) and hasattr(cls, "get_layout_map")):
-        return
     try:
         params = inspect.signature(cls.get_layout_map).parameters
     except (TypeError, ValueError):
