@@ -11,7 +11,8 @@ one chosen for the whole backbone, and every variable is compared.
 
 It prints a line per backbone (shards compared, the largest difference of
 the output and of the train step's loss and updated variables, seconds) and
-writes one JSON record per backbone to --out (by default
+writes one JSON record per backbone (with the date, the versions and the
+shardviz commit it was made at) to --out (by default
 tests/data/hub_verify.jsonl, which tests/test_hub_backbones.py reads),
 replacing the records of the backbones it ran and keeping the others.
 """
@@ -59,7 +60,8 @@ def main() -> None:
     a = p.parse_args()
     folder = tempfile.mkdtemp()
     sys.path.insert(0, folder)
-    versions = {m: md.version(m) for m in ("keras", "keras-hub", "jax")}
+    versions = {m: md.version(m) for m in ("keras", "keras-hub", "jax", "jaxlib")}
+    versions["shardviz"] = f"{shardviz.__version__} ({commit()})"
     records = []
     start = time.perf_counter()
     for name in a.classes.split(","):
@@ -116,6 +118,21 @@ def main() -> None:
             f.write(json.dumps(kept[name]) + "\n")
     print(f"{sum(r['agree'] for r in records)} of {len(records)} agree; "
           f"{time.perf_counter() - start:.0f} s; written to {a.out}")
+
+
+def commit() -> str:
+    """The commit the records were made at, "+ changes" when the work tree
+    differs from it; "no git" outside a clone."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                 cwd=ROOT, text=True, capture_output=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "no git"
+    return f"commit {head}" + (" + changes" if changed else "")
 
 
 if __name__ == "__main__":

@@ -133,8 +133,10 @@ def cpu_only() -> None:
         jax.config.update("jax_platforms", "cpu")
 
 
-stderr_lock = threading.Lock()
-"""Taken by every fd-2 redirect in shardviz, so that two never nest."""
+stderr_lock = threading.RLock()
+"""Taken by every fd-2 redirect in shardviz: one thread's at a time. In the
+same thread one nests in another (a builder's import, filtered, may analyze a
+model): the inner one passes the lines it does not take to the outer one."""
 
 
 @contextlib.contextmanager
@@ -224,6 +226,32 @@ _TPU_START_UP = re.compile(
 def _tpu_start_up_line(line: str) -> bool:
     """A start-up line of libtpu's on a machine with no chip."""
     return os.environ.get(VERBOSE_ENV, "0") in ("", "0") and bool(_TPU_START_UP.search(line))
+
+
+_LIBRARY_START_UP = re.compile(
+    r"All log messages before absl::InitializeLog|cudart_stub\.cc|Could not find cuda drivers|"
+    r"Unable to register cu(DNN|FFT|BLAS) factory|computation_placer\.cc.*already registered|"
+    r"oneDNN custom operations are on|cpu_feature_guard\.cc|"
+    r"^To enable the following instructions:.*rebuild TensorFlow")
+
+
+def quiet_start_up() -> contextlib.AbstractContextManager[list[str]]:
+    """The lines TensorFlow's C++ start-up writes on a machine without a GPU
+    (keras-hub imports TensorFlow for its tokenizers) kept off stderr while
+    the block imports a builder; every other line passes. With
+    ``SHARDVIZ_VERBOSE=1`` every line passes.
+
+    >>> import os
+    >>> with quiet_start_up() as kept:
+    ...     _ = os.write(2, b"I0000 00:00:1 12 cudart_stub.cc:31] Could not find cuda drivers\n")
+    >>> len(kept)
+    1
+    """
+    def start_up(line: str) -> bool:
+        return os.environ.get(VERBOSE_ENV, "0") in ("", "0") and \
+            bool(_LIBRARY_START_UP.search(line))
+
+    return filtering_stderr(start_up)
 
 
 def _quiet_stderr() -> contextlib.AbstractContextManager[list[str]]:

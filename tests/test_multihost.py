@@ -130,6 +130,11 @@ def test_verify_agrees_for_the_megatron_mlp():
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"verified on 2 processes: \d+ shards agree", out.stdout)
     assert "gathered output matches the single-process run" in out.stdout
+    hosts = out.stdout.splitlines()[-2:]  # each host's share, its batch rows as slices
+    assert [line.split()[0] for line in hosts] == ["0", "1"]
+    assert " 0:4 " in hosts[0] and " 4:8 " in hosts[1] and "KiB" in hosts[0]
+    assert out.stderr.index("predicting each process's shards") < \
+        out.stderr.index("running the plan on 2 local processes")
     assert not workers_left()
 
 
@@ -148,6 +153,7 @@ def test_a_plan_keras_refuses_exits_2_with_its_message():
               "--rule", ".*down/kernel=None,model,batch", "--processes", "2", "--inputs", "8x16")
     assert out.returncode == 2
     assert "Keras refuses this plan" in out.stderr and "down/kernel" in out.stderr
+    assert "running the plan" not in out.stderr  # no worker started, and none is said to
     assert not workers_left()
 
 

@@ -90,3 +90,40 @@ def test_lines_written_while_a_tpu_topology_is_described_are_kept(capfd):
     with another_thread_writing(capfd):
         for topology in ("2x2", "2x4", "4x4"):
             tpu_topology_devices("v5e", topology)
+
+
+START_UP = (
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+    "I0000 00:00:1796608992.758910   15795 port.cc:153] oneDNN custom operations are on. You "
+    "may see slightly different numerical results due to floating-point round-off errors.\n"
+    "I0000 00:00:1796608992.759136   15795 cudart_stub.cc:31] Could not find cuda drivers on "
+    "your machine, GPU will not be used.\n")
+
+
+def test_a_builders_import_keeps_library_start_up_lines_off_stderr(tmp_path, capfd,
+                                                                   monkeypatch):
+    """keras-hub imports TensorFlow, whose C++ start-up writes these lines
+    (before any log setting is read) ahead of the command's own; the user's
+    lines pass, and SHARDVIZ_VERBOSE=1 passes them all."""
+    from shardviz.model.builders import load_builder
+
+    (tmp_path / "noisy.py").write_text(
+        f"import os\nos.write(2, {START_UP.encode()!r})\n"
+        "os.write(2, b'my own line\\n')\ndef build():\n    return None\n")
+    load_builder(f"{tmp_path / 'noisy.py'}:build")
+    err = capfd.readouterr().err
+    assert err == "my own line\n"
+    monkeypatch.setenv("SHARDVIZ_VERBOSE", "1")
+    load_builder(f"{tmp_path / 'noisy.py'}:build")
+    assert capfd.readouterr().err == START_UP + "my own line\n"
+
+
+def test_a_redirect_nests_in_another_of_the_same_thread(capfd):
+    from shardviz.devices import filtering_stderr
+
+    with filtering_stderr(lambda line: line.startswith("a")) as outer:
+        with filtering_stderr(lambda line: line.startswith("b")) as inner:
+            os.write(2, b"a1\nb1\nc1\n")
+        os.write(2, b"a2\nc2\n")
+    assert (outer, inner) == (["a1", "a2"], ["b1"])
+    assert capfd.readouterr().err == "c1\nc2\n"

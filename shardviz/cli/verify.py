@@ -77,24 +77,43 @@ def run(args: argparse.Namespace) -> int:
     inputs = inputs_of(args.inputs)
     load_builder(args.builder)  # a usage error now, not in every worker
     try:
-        with running(args.quiet, f"running the plan on {args.processes} local processes",
-                     passing=(TimedOut,)):
+        with running(args.quiet, passing=(TimedOut,)) as progress:
             result = verify(args.builder, plan, processes=args.processes, inputs=inputs,
                             timeout=args.timeout, train_step=args.train_step,
                             labels=parse_inputs(args.labels, "--labels") if args.labels
-                            else None)
+                            else None, progress=progress)
     except TimedOut as e:
         print(f"FAIL {' '.join(e.message.split())} (hint: {' '.join(e.hint.split())})")
         return 1
     print(str(result).splitlines()[0])
     if result.agree:
         if not args.quiet:
-            print(result.hosts[["process", "devices", "variable_bytes", "batch_rows",
-                                "cross_host_collectives", "cross_host_bytes"]]
-                  .to_string(index=False))
+            print(hosts_table(result.hosts).to_string(index=False))
         return 0
     for line in result.disagreements:
         print("DISAGREE " + line)
     for line in result.failures:
         print("FAIL " + line)
     return 1
+
+
+def hosts_table(hosts):
+    """What each process holds, for a person: bytes in units, and the rows
+    of the global batch as ``start:stop`` slices.
+
+    >>> import pandas as pd
+    >>> print(hosts_table(pd.DataFrame({"process": [0], "devices": [(0, 1)],
+    ...     "variable_bytes": [20736], "batch_rows": [((0, 4),)],
+    ...     "cross_host_collectives": [1], "cross_host_bytes": [2048]})).to_string(index=False))
+     process devices variable_bytes batch_rows  cross_host_collectives cross_host_bytes
+           0  (0, 1)       20.2 KiB        0:4                       1          2.0 KiB
+    """
+    from ..format import human_bytes
+
+    table = hosts[["process", "devices", "variable_bytes", "batch_rows",
+                   "cross_host_collectives", "cross_host_bytes"]].copy()
+    for column in ("variable_bytes", "cross_host_bytes"):
+        table[column] = table[column].map(human_bytes)
+    table["batch_rows"] = table["batch_rows"].map(
+        lambda spans: "-" if spans is None else ", ".join(f"{a}:{b}" for a, b in spans))
+    return table

@@ -18,6 +18,7 @@ import importlib.util
 import os
 import sys
 
+from ..devices import quiet_start_up
 from ..errors import ShardvizError
 
 FILE_MODULE = "_shardviz_builder"
@@ -54,6 +55,15 @@ def load_builder(target: str):
     ``sys.path``. Raises :class:`BuilderError`, naming the target.
     """
     module_name, attr = _split(target)
+    with quiet_start_up():
+        module = _import(module_name)
+    if not hasattr(module, attr):
+        raise BuilderError(f"{module_name!r} has no {attr!r}",
+                           hint=f"Name a function defined in {module_name!r}.")
+    return getattr(module, attr)
+
+
+def _import(module_name: str):
     try:
         if _is_file(module_name):
             if not os.path.isfile(module_name):
@@ -83,10 +93,7 @@ def load_builder(target: str):
     except Exception as e:
         raise BuilderError(f"importing {module_name!r} raised {type(e).__name__}: {e}",
                            hint="Fix the module: importing it must succeed.") from None
-    if not hasattr(module, attr):
-        raise BuilderError(f"{module_name!r} has no {attr!r}",
-                           hint=f"Name a function defined in {module_name!r}.")
-    return getattr(module, attr)
+    return module
 
 
 def builder_ref(builder: object) -> str:

@@ -29,6 +29,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from ..devices import quiet_start_up
 from ..errors import ShardvizError
 from . import hub_configs_listed as listed
 from . import hub_configs_text as text
@@ -111,7 +112,9 @@ def builder(name: str, size: str = "reduced", whole: bool = False,
 
     def build():
         import keras
-        import keras_hub
+
+        with quiet_start_up():
+            import keras_hub
 
         keras.utils.set_random_seed(0)
         cls = getattr(keras_hub.models, short)

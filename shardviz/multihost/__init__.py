@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -308,7 +308,8 @@ def _worker_env() -> dict[str, str]:
 
 def verify(builder: object, plan: object, processes: int = 2, inputs: object = None,
            timeout: float = DEFAULT_TIMEOUT, workdir: str | None = None,
-           train_step: bool = False, labels: object = None) -> Verification:
+           train_step: bool = False, labels: object = None,
+           progress: Callable[[str], None] | None = None) -> Verification:
     """Run ``plan`` on ``processes`` local processes and compare what each
     host holds with shardviz's prediction.
 
@@ -331,6 +332,8 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
         timeout: seconds, a finite number above 0, for the whole verification:
             the model built in this process and the workers' run. The workers
             are then stopped, with every process they started.
+        progress: called with each stage's name as it begins (the command
+            line shows them).
 
     Raises:
         ShardvizError: for a usage error (a process count that does not
@@ -370,22 +373,25 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
             hint=f"Call shardviz.simulate_devices({plan.mesh_size}) first thing, or use the "
             "shardviz verify command.")
     tree, names, specs = _inputs(inputs)
+    shown = progress or (lambda what: None)
     stage = ["building the model"]
     expected_output: list[np.ndarray] = []
     label_spec: list | None = None
     expected_step: tuple[float, dict[str, np.ndarray]] | None = None
 
-    def progress(what: str) -> None:
+    def at(what: str) -> None:
         stage[0] = what
+        shown(what)
 
     try:
         with _time_limit(timeout):
-            report = analyze(builder_fn, plan, tree, processes=n, progress=progress)
+            at("building the model and predicting each process's shards")
+            report = analyze(builder_fn, plan, tree, processes=n, progress=at)
             if not report.errors:
-                stage[0] = "building the model for the single-process run"
+                at("building the model for the single-process run")
                 expected_output = reference_output(builder_fn, names, specs)
                 if train_step:
-                    stage[0] = "running the single-process train step"
+                    at("running the single-process train step")
                     label_spec = label_spec_of(
                         None if labels is None else _inputs(labels)[2], expected_output)
                     expected_step = reference_step(builder_fn, names, specs, label_spec)
@@ -420,6 +426,7 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
     logs = []
     failures: list[str] = []
     stopped: set[int] = set()
+    shown(f"running the plan on {n} local processes")
     try:
         for i in range(n):
             log = os.path.join(directory, f"worker{i}.log")

@@ -36,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import analyze
+from ..devices import quiet_start_up
 from ..errors import OutOfMemory, ShardvizError
 from ..format import human_bytes
 from ..layout.geometry import itemsize
@@ -150,7 +151,8 @@ def _hub_class(name: str) -> type:
 
     module, _, attr = name.rpartition(".")
     try:
-        owner = importlib.import_module(module or "keras_hub.models")
+        with quiet_start_up():
+            owner = importlib.import_module(module or "keras_hub.models")
         cls = getattr(owner, attr)
     except (ImportError, AttributeError):
         raise ShardvizError(f"{name!r} names no class with a layout map.",
