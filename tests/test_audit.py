@@ -32,16 +32,85 @@ def test_a_correct_map_has_no_finding():
 
 
 def test_a_forward_pass_that_fails_is_a_finding_not_a_clean_audit():
-    # 100 features for a model that takes 512: nothing compiles, so no split is checked.
-    audit = shardviz.audit(mlp, MEGATRON, inputs=(8, 100))
-    (row,) = audit.of("not-compiled").to_dict("records")
-    assert row["severity"] == "error" and row["mesh"] == "batch=2 x model=4"
-    assert "no split was checked against a compiled program" in row["message"]
-    assert row["fix"] and "not-compiled" in str(audit)
-    # A batch the batch axis does not divide: the same, with Keras's reason and its fix.
+    # A batch the batch axis does not divide: nothing compiles, so no split is checked.
     odd = shardviz.audit(mlp, MEGATRON, inputs=(3, 512))
     (row,) = odd.of("not-compiled").to_dict("records")
+    assert row["severity"] == "error" and row["mesh"] == "batch=2 x model=4"
+    assert "no split was checked against a compiled program" in row["message"]
     assert "batch size 3" in row["message"] and "multiple of 2" in row["fix"]
+    assert "not-compiled" in str(odd)
+
+
+def test_inputs_the_model_does_not_take_are_an_error_not_a_finding_of_the_map():
+    with pytest.raises(ShardvizError, match="has size 100 in dim 1, but the model expects 512"):
+        shardviz.audit(mlp, MEGATRON, inputs=(8, 100))
+    with pytest.raises(ShardvizError, match="a batch of 0 rows"):
+        shardviz.audit(mlp, MEGATRON, inputs=(0, 512))
+    with pytest.raises(ShardvizError, match="by position, not by name") as e:
+        shardviz.audit(mlp, MEGATRON, inputs={"x": (8, 512)})
+    assert "without NAME=" in e.value.hint
+
+
+def test_every_error_and_warning_of_the_report_is_a_finding():
+    """Maps Keras refuses (two keys for a path, a duplicate key, a layout
+    longer than its variable, a batch axis the mesh lacks) are findings, as
+    they are errors of the map's report: an audit is never cleaner."""
+    mesh = MEGATRON.mesh_dict
+    up, down = (".*up/kernel", (None, "model")), (".*down/kernel", ("model", None))
+    for plan, kind in [
+        (Plan(mesh, [up, down, (".*/kernel", ("model", None))]), "conflict"),
+        (Plan(mesh, [up, (".*up/kernel", ("model", None)), down]), "duplicate-rule"),
+        (Plan(mesh, [(".*up.*", (None, "model")), down]), "rank-mismatch"),
+        (Plan(mesh, [up, down], batch_axis="data"), "batch-axis"),
+    ]:
+        audit = shardviz.audit(mlp, plan)
+        rows = audit.of(kind)
+        expected = [p for p in audit.report.problem_list if p.kind == kind]
+        assert rows.message.tolist() == [p.message for p in expected] and expected, str(audit)
+        assert set(rows.severity) == {"error"} and all(rows.fix)
+    # Compiled: a constraint XLA drops (a 2-row batch split 4 ways) is one too.
+    dropped = Plan(mesh, [up, down, ("down/output", ("model", None))])
+    audit = shardviz.audit(mlp, dropped, inputs=(2, 512), compare=False)
+    assert audit.of("dropped-constraint").severity.tolist() == ["error"], str(audit)
+
+
+def test_a_variable_made_on_the_first_call_is_named_not_a_crash():
+    import keras
+
+    class Lazy(keras.Model):  # marked built, but its layer makes its kernel when called
+        def __init__(self):
+            super().__init__(name="lazy")
+            self.proj = keras.layers.Dense(64, name="proj")
+
+        def call(self, x):
+            return self.proj(x)
+
+    def build():
+        model = Lazy()
+        model.build((None, 32))
+        return model
+
+    plan = Plan(MEGATRON.mesh_dict, {".*proj/kernel": (None, "model")})
+    with pytest.warns(UserWarning):
+        audit = shardviz.audit(build, plan, inputs=(8, 32), compare=False)
+    (row,) = audit.of("not-compiled").to_dict("records")
+    assert "'proj/kernel', which it did not have" in row["message"]
+    assert "model(x)" in row["fix"]
+
+
+def test_a_class_without_get_layout_map_is_named():
+    class NoMap:
+        pass
+
+    with pytest.raises(ShardvizError, match="The class NoMap has no get_layout_map"):
+        shardviz.audit(mlp, NoMap)
+
+    def raising(device_mesh):
+        raise KeyError("x")
+
+    with pytest.raises(ShardvizError, match="KeyError") as e:
+        shardviz.audit(mlp, raising, mesh=MEGATRON.mesh_dict)
+    assert "Fix the map's code" in e.value.hint
 
 
 def test_a_renamed_layer_leaves_its_kernel_replicated_and_the_rule_unused():

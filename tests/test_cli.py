@@ -102,6 +102,40 @@ def test_every_command_takes_named_inputs_for_a_model_that_takes_a_dict(tmp_path
     mixed = run("audit", f"{builder}:build", "--mesh", "batch=2,model=4", *MEGATRON,
                 "--inputs", "a=8x16", "--inputs", "8x16")
     assert mixed.returncode == 2 and "name every input" in mixed.stderr
+    # A name the model does not take, or a wrong length, is the user's to fix: exit 2.
+    wrong = run("audit", f"{builder}:build", "--mesh", "batch=2,model=4", *MEGATRON,
+                "--inputs", "a=8x16", "--inputs", "b=8x12")
+    assert wrong.returncode == 2 and "Input 'b' of model" in wrong.stderr, wrong.stderr
+
+
+def test_audit_prints_progress_on_stderr_and_finds_a_map_class_as_it_finds_the_builder(
+        tmp_path):
+    (tmp_path / "maps.py").write_text(textwrap.dedent("""
+        import keras
+        from shardviz import examples
+
+
+        def build():
+            return examples.mlp()
+
+
+        class Megatron(keras.Model):
+            @staticmethod
+            def get_layout_map(device_mesh):
+                layout_map = keras.distribution.LayoutMap(device_mesh)
+                layout_map[".*up/kernel"] = (None, "model")
+                layout_map[".*down/kernel"] = ("model", None)
+                return layout_map
+    """))
+    out = run("audit", "maps:build", "--layout-map", "maps:Megatron", "--mesh",
+              "batch=2,model=4", cwd=tmp_path)
+    # The class is found from the working directory, as the builder is; its map is for
+    # models of its own class, which the audit says.
+    assert out.returncode == 2 and "is a Functional, not a Megatron" in out.stderr, out.stderr
+    out = run("audit", "maps:build", "--mesh", "batch=2,model=4", *MEGATRON, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines()[0].startswith("shardviz.audit of")  # findings only
+    assert "audit: the map built on" in out.stderr
 
 
 def test_plan_file_and_a_builder_file(tmp_path):

@@ -186,7 +186,9 @@ def test_a_device_meshs_axes_are_read_by_name_and_a_dict_names_batch_and_model(m
     # The data axis second: the model axis is the one named "model", of size 4.
     mesh = keras.distribution.DeviceMesh((4, 2), ("model", "batch"),
                                          keras.distribution.list_devices())
-    layout_map = shardviz.layout_map_for(examples.mlp, mesh)
+    # Keras's ModelParallel would split the batch over the first axis, 'model': it says so.
+    with pytest.warns(UserWarning, match="batch_dim_name='batch'"):
+        layout_map = shardviz.layout_map_for(examples.mlp, mesh)
     assert planned == [{"batch": 2, "model": 4}]
     assert layout_map["up/kernel"].axes == (None, "model")
     assert shardviz.layout_map_for(examples.mlp, {"batch": 4, "model": 2})["up/kernel"].axes \
@@ -194,6 +196,16 @@ def test_a_device_meshs_axes_are_read_by_name_and_a_dict_names_batch_and_model(m
     with pytest.raises(ShardvizError, match="names them 'batch' and 'model'") as e:
         shardviz.layout_map_for(examples.mlp, {"data": 2, "model": 4})
     assert "DeviceMesh" in e.value.hint
+
+
+def test_a_mesh_no_strategy_makes_or_with_no_devices_says_why():
+    with pytest.raises(ShardvizError, match="'batch' 0 devices"):
+        shardviz.layout_map_for(examples.mlp, {"batch": 0, "model": 4})
+    with pytest.raises(ShardvizError, match="makes the mesh") as e:
+        shardviz.layout_map_for(examples.mlp, {"batch": 3, "model": 3})
+    assert "batch=9 × model=1" in e.value.hint
+    with pytest.raises(TypeError, match="layout_map_for"):  # a misspelled keyword
+        shardviz.layout_map_for(examples.mlp, {"batch": 2, "model": 4}, input=(8, 16))
 
 
 def test_rules_are_few_readable_and_exact():

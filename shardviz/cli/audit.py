@@ -9,6 +9,7 @@ import argparse
 import math
 from typing import Any
 
+from ..errors import ShardvizError
 from ..model.builders import load_builder
 from ..plan import Plan
 from .options import (
@@ -77,11 +78,10 @@ def run(args: argparse.Namespace) -> int:
         use_devices(math.prod(main.values()))
     floor = parse_bytes(args.replicated_bytes, "--replicated-bytes")
     builder = load_builder(args.builder)
-    say = None if args.quiet else (lambda line: print(line, flush=True))
-    with running(args.quiet, "auditing the layout map"):
+    with running(args.quiet, "auditing the layout map") as progress:
         found = audit(builder, layout, mesh=mesh, inputs=inputs_of(args.inputs),
                       batch=args.batch, seq=args.seq, target=args.target,
-                      compare=not args.no_compare, progress=say, replicated_bytes=floor)
+                      compare=not args.no_compare, progress=progress, replicated_bytes=floor)
     print(found)
     return 1 if len(found.findings) else 0
 
@@ -91,10 +91,7 @@ def _class(text: str) -> object:
     ``module.path:Class`` imported here."""
     if ":" not in text:
         return text
-    import importlib
-
-    module, _, name = text.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        raise UsageError(f"--layout-map {text!r}: {e}") from None
+    try:  # found as the builder is: from the working directory, or a file
+        return load_builder(text)
+    except ShardvizError as e:
+        raise UsageError.of(e, f"--layout-map {text!r}: ") from None

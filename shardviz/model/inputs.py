@@ -144,7 +144,7 @@ MAX_DIM = 2**31 - 1
 where programs are built."""
 
 
-def normalize_inputs(inputs, model_specs=None, what: str = "Input"):
+def normalize_inputs(inputs, model_specs=None, what: str = "Input", names=None):
     """``(tree of ShapeDtypeStruct, concrete)`` for user inputs (or labels:
     ``what`` names them in errors).
 
@@ -156,34 +156,41 @@ def normalize_inputs(inputs, model_specs=None, what: str = "Input"):
     leaves = []
 
     def checked(shape, position):
+        label = position if isinstance(position, int) else repr(position)
         big = [int(d) for d in shape if int(d) > MAX_DIM]
         if big:
             raise ShardvizError(
-                f"{what} {position} has the shape {tuple(int(d) for d in shape)!r:.120}, with a "
+                f"{what} {label} has the shape {tuple(int(d) for d in shape)!r:.120}, with a "
                 f"size of {big[0]:,}; a dimension holds at most {MAX_DIM:,} (JAX's 32-bit "
                 "sizes).", hint="Give the shape of one global batch, e.g. (8, 128).")
+        if any(int(d) < 0 for d in shape):
+            raise ShardvizError(
+                f"{what} {label} has the shape {tuple(int(d) for d in shape)}, with a negative "
+                "size.", hint="Give every dim a size of at least 1, e.g. (8, 128).")
+        if len(shape) and int(shape[0]) == 0:
+            raise ShardvizError(
+                f"{what} {label} has the shape {tuple(int(d) for d in shape)}: a batch of 0 rows, "
+                "which no device holds any of.",
+                hint="Give the global batch's size as the first dim, e.g. (8, 128).")
         return shape
 
-    def convert(x, position):
+    def convert(x, position, index):
         if _is_spec(x):
             leaves.append("spec")
             return jax.ShapeDtypeStruct(checked(x.shape, position), x.dtype)
         if _is_array(x):
             leaves.append("array")
-            return jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)
+            return jax.ShapeDtypeStruct(checked(tuple(x.shape), position), x.dtype)
         if _is_shape(x):
             leaves.append("shape")
             dtype = None
-            if model_specs and position < len(model_specs):
-                dtype = model_specs[position][1]
-            if any(int(d) < 0 for d in x):
-                raise ShardvizError(
-                    f"{what} {position} has the shape {tuple(int(d) for d in x)}, with a negative "
-                    "size.", hint="Give every dim a size of at least 1, e.g. (8, 128).")
+            if model_specs and index is not None and index < len(model_specs):
+                dtype = model_specs[index][1]
             return jax.ShapeDtypeStruct(checked(tuple(int(d) for d in x), position),
                                         dtype or "float32")
+        label = position if isinstance(position, int) else repr(position)
         raise ShardvizError(
-            f"{what} {position} is {type(x).__name__} {x!r:.80}; expected an array, a "
+            f"{what} {label} is {type(x).__name__} {x!r:.80}; expected an array, a "
             "jax.ShapeDtypeStruct or a shape such as (8, 128).",
             hint="For several inputs pass a list or a dict of these.",
         )
@@ -191,13 +198,16 @@ def normalize_inputs(inputs, model_specs=None, what: str = "Input"):
     if inputs is None:
         raise ShardvizError(f"No {what.lower()}s were given.")
     if _is_shape(inputs) or _is_spec(inputs) or _is_array(inputs):
-        tree = convert(inputs, 0)
+        tree = convert(inputs, 0, 0)
     elif isinstance(inputs, Mapping):
-        tree = {k: convert(v, i) for i, (k, v) in enumerate(inputs.items())}
+        # A named input takes the dtype the model declares for that name.
+        tree = {k: convert(v, k, (names.index(k) if names and k in names else
+                                  None if names else i))
+                for i, (k, v) in enumerate(inputs.items())}
     elif isinstance(inputs, (list, tuple)):
-        tree = [convert(v, i) for i, v in enumerate(inputs)]
+        tree = [convert(v, i, i) for i, v in enumerate(inputs)]
     else:
-        tree = convert(inputs, 0)
+        tree = convert(inputs, 0, 0)
     return tree, bool(leaves) and all(kind == "array" for kind in leaves)
 
 
@@ -222,6 +232,12 @@ def check_against_model(specs, model_specs, model_name: str, names=None):
 
     if names:
         _check_names(specs, model_specs, model_name, names)
+    elif isinstance(specs, Mapping):
+        raise ShardvizError(
+            f"Model {model_name!r} takes {plural(len(model_specs), 'input')} by position, not "
+            f"by name; inputs named {', '.join(map(repr, specs))} were given.",
+            hint="Give the shape alone, e.g. inputs=(8, 128) (--inputs 8x128, without NAME=), "
+            "and for several inputs a list in the model's order.")
     given = jax.tree_util.tree_leaves(specs)
     if len(given) != len(model_specs):
         raise ShardvizError(
@@ -231,19 +247,21 @@ def check_against_model(specs, model_specs, model_name: str, names=None):
             f"(expected shapes: {[s for s, _ in model_specs]}).",
         )
     for i, (spec, (shape, _)) in enumerate(zip(given, model_specs)):
+        # A dict's leaves come in its sorted keys' order, as the model's inputs do.
+        label = repr(names[i]) if names else str(i)
         expected = "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
         if len(spec.shape) != len(shape):
             raise ShardvizError(
-                f"Input {i} of model {model_name!r} has rank {len(spec.shape)} "
+                f"Input {label} of model {model_name!r} has rank {len(spec.shape)} "
                 f"{tuple(spec.shape)}, but the model expects rank {len(shape)} {expected}.",
-                hint=f"Give input {i} a shape like {expected}, with '?' any size.",
+                hint=f"Give input {label} a shape like {expected}, with '?' any size.",
             )
         for d, (got, want) in enumerate(zip(spec.shape, shape)):
             if want is not None and got != want:
                 raise ShardvizError(
-                    f"Input {i} of model {model_name!r} has size {got} in dim {d}, but "
+                    f"Input {label} of model {model_name!r} has size {got} in dim {d}, but "
                     f"the model expects {want} (shape {expected}).",
-                    hint=f"Give input {i} a shape like {expected}.",
+                    hint=f"Give input {label} a shape like {expected}.",
                 )
 
 

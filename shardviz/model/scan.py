@@ -436,7 +436,7 @@ def scan(model_or_builder: Any, inputs: object = None, tuning: Tuning | None = N
     specs = None
     model_specs = model_input_specs(model)
     if inputs is not None:
-        specs, _ = normalize_inputs(inputs, model_specs)
+        specs, _ = normalize_inputs(inputs, model_specs, names=input_names(model))
         try:
             check_against_model(specs, model_specs, name, input_names(model))
         except ShardvizError as e:

@@ -38,7 +38,7 @@ import pandas as pd
 from ..analysis import analyze
 from ..devices import quiet_start_up
 from ..errors import OutOfMemory, ShardvizError
-from ..format import human_bytes
+from ..format import human_bytes, plural
 from ..layout.geometry import itemsize
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
@@ -117,8 +117,11 @@ def layout_source(layout: object) -> tuple[Callable[[dict[str, int]], Plan], dic
 
     if isinstance(layout, str):
         layout = _hub_class(layout)
-    if isinstance(layout, type) and hasattr(layout, "get_layout_map"):
-        cls = layout
+    if isinstance(layout, type) and not hasattr(layout, "get_layout_map"):
+        raise ShardvizError(f"The class {layout.__name__} has no get_layout_map(device_mesh).",
+                            hint=LAYOUTS)
+    if isinstance(layout, type):
+        cls: Any = layout
 
         def from_class(mesh: dict[str, int]) -> Plan:
             return Plan.from_keras(cls.get_layout_map(keras_mesh(mesh)))
@@ -204,8 +207,12 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
     plan = _build(plan_for, main, rows)
     if plan is None:
         raise ShardvizError(f"The layout map does not build on {main}: {rows[-1]['message']}",
-                            hint="Give another mesh= shape.")
+                            hint="Fix the map's code so that it returns a keras.distribution."
+                            "LayoutMap for a DeviceMesh of this shape, or give a mesh= shape "
+                            "it builds on.")
     compiled = inputs is not None or batch is not None or seq is not None
+    if inputs is not None:  # inputs the model cannot take are the user's to fix, not the map's
+        _check_inputs(scan, inputs)
     run: dict[str, Any] = dict(target=target)
     if compiled:
         run.update(inputs=inputs, batch=batch, seq=seq)
@@ -217,6 +224,7 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
         raise ShardvizError(broken[0].message, hint=broken[0].hint, rule=broken[0].rule)
     if compiled and base.trace_error is not None:
         rows.append(_not_compiled(base.trace_error, main))
+    rows += _reported(base, main, rows)
     rows += _replicated(scan, plan, base, replicated_bytes)
     rows += _unused(base)
     for shape in shapes:
@@ -230,6 +238,16 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
             rows += _split_rows(splits, base, fixed_report, plan)
     frame = pd.DataFrame(rows, columns=FINDING_COLUMNS)
     return Audit(scan.model_name, plan, frame, base, shapes, fixed, fixed_report)
+
+
+def _check_inputs(scan: Scan, inputs: object) -> None:
+    """Raise what the forward pass would say of inputs whose names, ranks
+    or fixed sizes the model does not take."""
+    from ..model.inputs import check_against_model, input_names, model_input_specs, normalize_inputs
+
+    model_specs, names = model_input_specs(scan.model), input_names(scan.model)
+    specs, _ = normalize_inputs(inputs, model_specs, names=names)
+    check_against_model(specs, model_specs, scan.model_name, names)
 
 
 def _check_class(scan: Scan, layout: object, mesh: dict[str, int]) -> None:
@@ -337,9 +355,11 @@ def _replicated(scan: Scan, plan: Plan, report: Report, threshold: int) -> list[
         grouped = rules_for(small, paths)
         shown = ", ".join(f"{k!r}: {r}" for k, r in grouped[:6])
         rows.append(_row(
-            "replicated", "warning", f"{len(small)} variables", plan.mesh_dict,
-            f"{len(small)} variables, each under the {human_bytes(threshold)} a finding of its "
-            f"own needs, are matched by no rule that splits them: {human_bytes(small_bytes)} "
+            "replicated", "warning", plural(len(small), "variable"), plan.mesh_dict,
+            f"{plural(len(small), 'variable')}, each under the {human_bytes(threshold)} a "
+            f"finding of its own needs, {'is' if len(small) == 1 else 'are'} matched by no "
+            f"rule that splits {'it' if len(small) == 1 else 'them'}: "
+            f"{human_bytes(small_bytes)} "
             f"in all, {small_bytes / total:.0%} of the model's bytes, on every device",
             fix=f"add {shown}" + (f" and {len(grouped) - 6} more" if len(grouped) > 6 else "")
             + "; replicated_bytes=1 (--replicated-bytes 1) lists each",
@@ -353,6 +373,25 @@ def _largest_dim_spec(shape: tuple[int, ...], axis: str, size: int) -> tuple | N
         return None
     dim = max(dims, key=lambda d: shape[d])
     return tuple(axis if d == dim else None for d in range(len(shape)))
+
+
+AUDITED = {"invalid-regex", "unknown-axis", "duplicate-axis", "trace-failed", "unused-rule",
+           "replicated-large", "indivisible"}
+"""The report's problem kinds the audit finds its own way (raised, or one
+row per mesh shape or per group of variables); every other error or warning
+of the report is a finding as it is."""
+
+
+def _reported(report: Report, mesh: dict[str, int], rows: list[dict]) -> list[dict]:
+    """The report's other errors and warnings (rules Keras refuses: two keys
+    for one path, a layout longer than its variable, a batch axis the mesh
+    lacks; a constraint XLA dropped), so that an audit is never cleaner than
+    the report of the same map."""
+    seen = {row["kind"] for row in rows}
+    return [_row(p.kind, p.severity, p.path or p.rule or p.layer or "", mesh, p.message,
+                 fix=p.hint)
+            for p in report.problem_list if p.severity in ("error", "warning")
+            and p.kind not in AUDITED and p.kind not in seen]
 
 
 def _unused(report: Report) -> list[dict]:

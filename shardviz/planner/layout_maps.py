@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any
 
 import pandas as pd
@@ -89,16 +90,31 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
         raise ShardvizError(f"The mesh {mesh} has other axes than 'batch' and 'model'.",
                             hint="Give {'batch': b, 'model': m}; layout_map_for renames them "
                             "to a DeviceMesh's own axis names.")
+    bad = {a: s for a, s in mesh.items()
+           if isinstance(s, bool) or not isinstance(s, int) or s < 1}
+    if bad:
+        said = ", ".join(f"{a!r} {s!r:.20}" for a, s in bad.items())
+        raise ShardvizError(f"The mesh {mesh} gives {said} devices: each axis needs a whole "
+                            "number of devices, at least 1.",
+                            hint="Give sizes such as {'batch': 2, 'model': 4}.")
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(model_or_builder)
     n = math.prod(mesh.values())
-    found = [(label, plan) for label, plan, _ in _strategies(scan, n, sequence=False)
-             if plan.mesh_dict == mesh]
+    every = _strategies(scan, n, sequence=False)
+    found = [(label, plan) for label, plan, _ in every if plan.mesh_dict == mesh]
     try:
         shipped = shipped_plan(scan, mesh)
     except Exception:  # noqa: BLE001  a shipped map that does not build is no candidate
         shipped = None
     if shipped is not None:
         found.append(("shipped", shipped))
+    if not found:
+        offered = sorted({(p.mesh_dict.get("batch", 1), p.mesh_dict.get("model", 1))
+                          for _, p, _ in every})
+        raise ShardvizError(
+            f"None of the planner's strategies for this model on {n} devices makes the mesh "
+            f"{mesh}.",
+            hint="Give one of the meshes they make: "
+            f"{', '.join(f'batch={b} × model={m}' for b, m in offered) or 'none'}.")
     compiled = inputs is not None or batch is not None or seq is not None
     skipping = skip_dominated and compiled and prefer == "memory"
     listed = [label for label, _ in found]
@@ -192,7 +208,10 @@ def plan_for_mesh(model_or_builder: object, mesh: dict[str, int], **kwargs: Any)
     return choose_map(model_or_builder, mesh, **kwargs).plan
 
 
-def layout_map_for(model_or_builder: object, device_mesh: Any, **kwargs: Any) -> Any:
+def layout_map_for(model_or_builder: object, device_mesh: Any, *, inputs: object = None,
+                   batch: int | None = None, seq: int | None = None,
+                   target: str | None = None, prefer: str = "memory",
+                   skip_dominated: bool = False) -> Any:
     """A ``keras.distribution.LayoutMap`` for the model on ``device_mesh``
     (a Keras ``DeviceMesh`` with two axes, or ``{"batch": b, "model": m}``;
     of a DeviceMesh's axes, the one not named ``model`` is the data axis, and
@@ -239,7 +258,16 @@ def layout_map_for(model_or_builder: object, device_mesh: Any, **kwargs: Any) ->
         raise ShardvizError(f"{type(device_mesh).__name__} is not a two-axis mesh.",
                             hint="Give a keras.distribution.DeviceMesh with a data axis and a "
                             "model axis, or {'batch': 2, 'model': 4}.")
-    plan = plan_for_mesh(model_or_builder, sizes, **kwargs)
+    plan = plan_for_mesh(model_or_builder, sizes, inputs=inputs, batch=batch, seq=seq,
+                         target=target, prefer=prefer, skip_dominated=skip_dominated)
+    if names[0] != tuple(device_mesh.axis_names)[0]:
+        # ModelParallel splits the batch over the mesh's first axis unless told otherwise.
+        warnings.warn(
+            f"The map splits the batch over {names[0]!r}, the second axis of the DeviceMesh "
+            f"{tuple(device_mesh.axis_names)}; keras.distribution.ModelParallel splits it "
+            f"over the first, {names[1]!r}, unless given "
+            f"ModelParallel(layout_map=..., batch_dim_name={names[0]!r}).",
+            stacklevel=2)
     rename = dict(zip(("batch", "model"), names))
     layout_map = kd.LayoutMap(device_mesh)
     for rule in plan.rules:

@@ -153,8 +153,9 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         )
     dist = plan.to_keras(devices=mesh.device_list)
     model_specs = model_input_specs(model)
-    specs, concrete_inputs = normalize_inputs(inputs, model_specs)
-    check_against_model(specs, model_specs, name, input_names(model))
+    names = input_names(model)
+    specs, concrete_inputs = normalize_inputs(inputs, model_specs, names=names)
+    check_against_model(specs, model_specs, name, names)
     runs_here = mesh.target.can_execute
     if mode is None:
         mode = ("concrete" if concrete_inputs and not scan.built_by_shardviz and runs_here
@@ -173,6 +174,16 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
     sharding_of = {vl.info.path: vl.geometry.sharding for vl in variable_layouts}
     trainable = list(model.trainable_variables)
     non_trainable = list(model.non_trainable_variables)
+
+    made_late = [v.path for v in trainable + non_trainable if v.path not in sharding_of]
+    if made_late:
+        raise ShardvizError(
+            f"Model {name!r} has the variable {made_late[0]!r}, which it did not have when "
+            "shardviz read its variables: a layer made it on its first call (a model marked "
+            "built by model.build() whose layers have no build() of their own does this).",
+            hint="Call the model once on data (model(x)) before handing it over, or pass a "
+            "builder that does; a subclassed layer should make its variables in build().",
+            path=made_late[0])
 
     def placed(vs):
         if mode == "abstract":
