@@ -39,6 +39,39 @@ def test_records_are_json_lines():
     assert all(json.loads(line) for line in text.splitlines() if line.strip())
 
 
+def test_the_chips_compiler_checks_the_peak_not_the_sum_of_the_buffers():
+    """keras-hub's GPT-2 (124M) fine-tuned with model.fit on the chip: batch 33 ran with
+    buffers that sum past the chip's 15.75 GiB, since what is live at once (the peak)
+    is under it; batch 34 was refused. shardviz's search gave batch 33 as the largest
+    (bench/chip/compare.py compares the figures)."""
+    capacity = 16911433728  # the 15.75 GiB the compiler says a v5e chip has
+    edge, refused = RECORDS["hub_gpt2_fit_b33"], RECORDS["hub_gpt2_fit_b34"]
+    assert edge["ran"] and not refused["ran"]
+    assert compare.chip_bytes(edge) > capacity > edge["memory"]["peak_memory_bytes"]
+    assert refused["available_bytes"] == capacity < refused["required_bytes"]
+    for r in RECORDS.values():  # every program that ran peaked under the capacity
+        if r["ran"] and r["kind"] == "fit":
+            assert r["memory"]["peak_memory_bytes"] <= capacity, r["case"]
+
+
+def test_an_answer_over_the_capacity_that_fits_says_its_peak():
+    import pandas as pd
+
+    from shardviz.model.tuning import Tuning
+    from shardviz.planner.fit_answer import ANSWER_COLUMNS, COMPILE_COLUMNS, FitAnswer
+
+    edge = RECORDS["hub_gpt2_fit_b33"]
+    row = dict(remat=None, target="v5e:1x1", mesh="batch=1", batch=33,
+               bytes_per_device=compare.chip_bytes(edge), capacity_bytes=16911433728,
+               next="batch 34", next_bytes_per_device=RECORDS["hub_gpt2_fit_b34"]
+               ["required_bytes"], compiles=8,
+               peak_bytes_per_device=edge["memory"]["peak_memory_bytes"])
+    answer = FitAnswer("largest batch", pd.DataFrame([row], columns=ANSWER_COLUMNS),
+                       pd.DataFrame(columns=COMPILE_COLUMNS), None, Tuning())
+    assert ("16.5 GiB of 15.8 GiB (14.5 GiB live at the peak, which the compiler checks) "
+            "per chip; batch 34 needs 16.8 GiB") in str(answer), str(answer)
+
+
 # Cases light enough for CI beside another test worker: the encoder's predict and the
 # dict-input model's fit at batch 4 (its compile takes seconds; at batch 32 it takes over a
 # minute). The 335M decoder's compiles need several GB each; run bench/chip/compare.py for

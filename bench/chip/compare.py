@@ -59,7 +59,8 @@ def main() -> None:
     args = parser.parse_args()
     wanted = set(filter(None, args.cases.split(",")))
     print(f"{'case':24} {'chip':8} {'shardviz':9} {'chip GiB':>9} {'shardviz GiB':>12} "
-          f"{'diff':>7} {'step s':>7} {'est s':>7} {'est/step':>8} {'bound':>8} {'analyse s':>9}")
+          f"{'diff':>7} {'chip peak':>9} {'peak':>6} {'step s':>7} {'est s':>7} "
+          f"{'est/step':>8} {'bound':>8} {'analyse s':>9}")
     for r in records():
         if wanted and r["case"] not in wanted:
             continue
@@ -76,9 +77,13 @@ def main() -> None:
         part = top["part"].iloc[0] if len(top) else "-"
         step = r.get("step_seconds")
         ratio = f"{bound / step:8.2f}" if bound and step else f"{'-':>8}"
+        # The compiler checks the peak (what is live at once) against the chip.
+        chip_peak = (r.get("memory") or {}).get("peak_memory_bytes")
+        peak = mem["peak_bytes"] if mem["peak_bytes"] == mem["peak_bytes"] else None
         print(f"{r['case']:24} {'ran' if r['ran'] else 'refused':8} "
               f"{'fits' if report.fits else 'no fit':9} "
               f"{(theirs or 0) / 2**30:9.2f} {(ours or 0) / 2**30:12.2f} {diff:>7} "
+              f"{(chip_peak or 0) / 2**30:9.2f} {(peak or 0) / 2**30:6.2f} "
               f"{step or 0:7.3f} {bound or 0:7.3f} {ratio} {part:>8} {seconds:9.1f}", flush=True)
 
 

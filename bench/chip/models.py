@@ -1,6 +1,7 @@
 """Plain Keras 3 models for the chip records (KERAS_BACKEND=jax).
 
-Imports only keras and numpy; shardviz is not needed. Each builder returns a
+Imports only keras and numpy (keras-hub for the keras-hub builder, when it is
+called); shardviz is not needed. Each builder returns a
 built and COMPILED ``keras.Model``. The dtype policy is set with
 ``keras.config.set_dtype_policy`` just before the layers are made and the
 previous global policy is restored afterwards (layers keep the policy they
@@ -36,6 +37,7 @@ TINY = {
     "encoder": dict(n_blocks=2, d_model=64, heads=4, ff=128, vocab=512, seq=32),
     "dict_model": dict(n_blocks=1, d_model=32, heads=2, ff=64, vocab=256, seq=16,
                        num_classes=3),
+    "hub_gpt2": dict(n_layers=2, d_model=64, heads=4, ff=128, vocab=512, seq=32),
 }
 
 
@@ -233,8 +235,26 @@ def dict_model(n_blocks=2, d_model=256, heads=4, ff=1024, vocab=32000, seq=128,
     return _compile(model, learning_rate)
 
 
+def hub_gpt2(n_layers=12, d_model=768, heads=12, ff=3072, vocab=50257, seq=1024,
+             dtype_policy="mixed_bfloat16", learning_rate=1e-4, name="hub_gpt2"):
+    """keras-hub's own ``GPT2CausalLM`` (no preprocessor) on a
+    ``GPT2Backbone`` built from ``gpt2_base_en``'s published configuration
+    (124,439,808 parameters at the defaults), float32 variables with bfloat16
+    compute, Adam(1e-4) and sparse cross-entropy on the logits; its input is
+    keras-hub's ``{"token_ids", "padding_mask"}`` dict. keras-hub is imported
+    here, so the other builders need only keras; it runs without TensorFlow."""
+    import keras_hub
+
+    with _policy(dtype_policy):
+        backbone = keras_hub.models.GPT2Backbone(
+            vocabulary_size=vocab, num_layers=n_layers, num_heads=heads, hidden_dim=d_model,
+            intermediate_dim=ff, max_sequence_length=max(seq, 1024), name=f"{name}_backbone")
+        model = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None, name=name)
+    return _compile(model, learning_rate)
+
+
 BUILDERS = {"decoder": decoder, "decoder_lora": decoder_lora,
-            "encoder": encoder, "dict_model": dict_model}
+            "encoder": encoder, "dict_model": dict_model, "hub_gpt2": hub_gpt2}
 
 
 # --------------------------------------------------------------------------
@@ -266,8 +286,16 @@ def dict_data(batch, seq=128, vocab=32000, num_classes=4, seed=0):
     return {"token_ids": ids, "padding_mask": mask}, y
 
 
+def hub_data(batch, seq=1024, vocab=50257, seed=0):
+    """keras-hub's causal-LM batch: x: {"token_ids": (batch, seq) int32,
+    "padding_mask": (batch, seq) int32, all ones}; y: (batch, seq) int32 next
+    tokens."""
+    x, y = decoder_data(batch, seq, vocab, seed)
+    return {"token_ids": x, "padding_mask": np.ones_like(x)}, y
+
+
 DATA = {"decoder": decoder_data, "decoder_lora": decoder_data,
-        "encoder": encoder_data, "dict_model": dict_data}
+        "encoder": encoder_data, "dict_model": dict_data, "hub_gpt2": hub_data}
 
 
 def data_for(builder, batch, kwargs=None, seed=0):

@@ -47,9 +47,10 @@ CASES = (
     + [(f"encoder_predict_b{b}", "encoder", "predict", b) for b in (64, 256)]
     + [(f"decoder_fit_b{b}", "decoder", "fit", b) for b in (4, 6, 7, 8, 12)]
     + [(f"decoder_lora_fit_b{b}", "decoder_lora", "fit", b) for b in (4, 8, 9, 10, 12)]
+    + [(f"hub_gpt2_fit_b{b}", "hub_gpt2", "fit", b) for b in (8, 30, 32, 33, 34)]
 )
 SMALL_BATCH = {"dict_model": (4, 2), "encoder": (2, 4), "decoder": (2, 4, 5, 6, 8),
-               "decoder_lora": (2, 4, 6, 8, 10)}
+               "decoder_lora": (2, 4, 6, 8, 10), "hub_gpt2": (2, 4, 6, 8, 10)}
 
 
 def case_list(small):
@@ -314,7 +315,7 @@ def _measure(rec, builder, kind, batch, kwargs, events):
         t0 = time.perf_counter()
         model = models.BUILDERS[builder](**kwargs)
         rec["build_seconds"] = round(time.perf_counter() - t0, 3)
-        rec["seq"] = int(model.inputs[0].shape[1])
+        rec["seq"] = int(model.inputs[0].shape[1] or kwargs.get("seq", 1024))
         rec["params"] = int(model.count_params())
         rec["trainable_params"] = int(sum(int(np.prod(v.shape))
                                           for v in model.trainable_variables))

@@ -17,7 +17,7 @@ from ..report import Report
 COMPILE_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
                    "fits", "compiled", "seconds"]
 ANSWER_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
-                  "next", "next_bytes_per_device", "compiles"]
+                  "next", "next_bytes_per_device", "compiles", "peak_bytes_per_device"]
 
 
 @dataclasses.dataclass
@@ -59,6 +59,10 @@ class FitAnswer:
                 continue
             used = (f"{human_bytes(row['bytes_per_device'])} of "
                     f"{human_bytes(row['capacity_bytes'])}")
+            peak = row["peak_bytes_per_device"]
+            if _given(peak) and row["bytes_per_device"] > row["capacity_bytes"]:
+                # The compiler checks what is live at once, not the sum of its buffers.
+                used += f" ({human_bytes(float(peak))} live at the peak, which the compiler checks)"
             refused = ""
             if _given(row["next"]) and _given(row["next_bytes_per_device"]):
                 refused = f"; {row['next']} needs {human_bytes(row['next_bytes_per_device'])}"

@@ -360,7 +360,16 @@ class _Asker:
                 "batch": self.shapes.batch_of(report) if report is not None else None,
                 "bytes_per_device": report.totals.bytes_per_device if report else None,
                 "capacity_bytes": self.capacity(report) if report else None,
-                "next": nxt, "next_bytes_per_device": nxt_bytes, "compiles": compiles}
+                "next": nxt, "next_bytes_per_device": nxt_bytes, "compiles": compiles,
+                "peak_bytes_per_device": _peak(report)}
+
+
+def _peak(report: Report | None) -> int | None:
+    """The compiler's peak bytes per chip of a report's program, if it gives one."""
+    if report is None or not len(report.memory):
+        return None
+    peak = report.memory["peak_bytes"].iloc[0]
+    return int(peak) if peak is not None and peak == peak else None
 
 
 # ------------------------------------------------------------------ arguments

@@ -179,8 +179,12 @@ def fit_text(report) -> str:
     needed = m["total_bytes"] if m["total_bytes"] is not None else m["variable_bytes"]
     verdict = "fits" if m["fits"] else "DOES NOT FIT"
     estimate = " (estimate)" if m["estimate"] else ""
-    return (f"; needs {human_bytes(needed)} of {human_bytes(m['capacity_bytes'])} per chip on "
-            f"{report.target.label}{estimate}: {verdict}")
+    peak = m.get("peak_bytes")
+    # What the compiler checks is the peak; say it where it is what makes a program fit.
+    at_peak = (f" ({human_bytes(peak)} live at the peak)" if m["fits"] and peak is not None
+               and peak == peak and needed > m["capacity_bytes"] else "")
+    return (f"; needs {human_bytes(needed)}{at_peak} of {human_bytes(m['capacity_bytes'])} per "
+            f"chip on {report.target.label}{estimate}: {verdict}")
 
 
 def estimate_line(report) -> str:

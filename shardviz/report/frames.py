@@ -284,6 +284,7 @@ def memory(self: Report) -> pd.DataFrame:
                   "unread_bytes"):
             cols[c].append(mem.get(c, 0) if mem else None)
         cols["total_bytes"].append(needed if mem or refused else None)
+        cols["peak_bytes"].append(mem.get("peak_bytes") if mem else None)
         cols["capacity_bytes"].append(capacity)
         cols["fits"].append(False if refused else None if capacity is None else
                             True if mem and self.target.compiler_decides_fit

@@ -318,14 +318,21 @@ FRAMES: tuple[Frame, ...] = (
                              "``memory_parts``; when the compiler refused the program, its own "
                              "figure, or else the variables alone (then object); None without "
                              "a forward pass.", NULL),
+        ("peak_bytes", I64, "the compiler's peak: the most bytes its buffers hold at once "
+                            "(``memory_analysis().peak_memory_in_bytes``), at most "
+                            "``total_bytes`` where temporaries are not all live together; "
+                            "None without a forward pass or where the compiler gives none.",
+         NULL),
         ("capacity_bytes", I64, "the memory a program may use on the target chip (on TPU the "
                                 "compiler's own figure, a little below the chip's HBM; on GPU "
                                 "the published HBM); None on the simulated CPU.", NULL),
         ("fits", BOOL, "whether the device needs no more than that (``total_bytes``, or the "
                     "variables alone without a forward pass); on a TPU target, whether the TPU "
-                    "compiler compiled the program (its own memory check decides, and may "
-                    "pass a program a few KiB over ``capacity_bytes``); False when the "
-                    "compiler refused it; None on the simulated CPU.", NULL),
+                    "compiler compiled the program: its own check decides, on what is live at "
+                    "once, and passes programs whose ``total_bytes`` is over "
+                    "``capacity_bytes`` (GPT-2's train step at batch 33 on a v5e chip: 16.5 "
+                    "GiB in all, 14.5 GiB at the peak, of 15.75; it ran on the chip); False "
+                    "when the compiler refused it; None on the simulated CPU.", NULL),
         ("estimate", BOOL, "True when the figures come from a compiler for other devices than the "
                         "target's (a GPU target, compiled for the simulated CPUs)."),
     ),

@@ -59,7 +59,11 @@ MEASURED_STEPS: tuple[MeasuredStep, ...] = (
           ("decoder_fit_b7", "a 335M decoder, full fine-tune", 0.22242, 0.205, "2026-12-05"),
           ("decoder_lora_fit_b4", "a 335M decoder, LoRA", 0.09556, 0.098, "2026-12-05"),
           ("decoder_lora_fit_b8", "a 335M decoder, LoRA", 0.20923, 0.191, "2026-12-05"),
-          ("decoder_lora_fit_b9", "a 335M decoder, LoRA", 0.24728, 0.217, "2026-12-05"))),
+          ("decoder_lora_fit_b9", "a 335M decoder, LoRA", 0.24728, 0.217, "2026-12-05"),
+          ("hub_gpt2_fit_b8", "keras-hub's GPT-2 (124M), full fine-tune", 0.16517, 0.082,
+           "2026-12-07"),
+          ("hub_gpt2_fit_b33", "keras-hub's GPT-2 (124M), full fine-tune", 0.74098, 0.289,
+           "2026-12-07"))),
     *(MeasuredStep("v5e", "forward pass", case, "a 109M encoder under model.predict", s, b,
                    "2026-12-05", CHIP_RECORDS)
       for case, s, b in (("encoder_predict_b64", 0.13202, 0.029),

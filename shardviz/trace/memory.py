@@ -48,6 +48,10 @@ def memory(compiled, args=()) -> dict:
         "code_bytes": int(getattr(stats, "generated_code_size_in_bytes", 0)),
         "unread_bytes": unread_bytes(compiled, args) if args else 0,
     }
+    # The most bytes live at once, which the TPU compiler checks against the chip: under
+    # the sum above wherever temporaries are not all live together. 0 where none is given.
+    peak = int(getattr(stats, "peak_memory_in_bytes", 0) or 0)
+    out["peak_bytes"] = peak or None
     cost = compiled.cost_analysis()
     if isinstance(cost, (list, tuple)):
         cost = cost[0] if cost else {}
