@@ -243,7 +243,7 @@ def quiet_start_up() -> contextlib.AbstractContextManager[list[str]]:
 
     >>> import os
     >>> with quiet_start_up() as kept:
-    ...     _ = os.write(2, b"I0000 00:00:1 12 cudart_stub.cc:31] Could not find cuda drivers\n")
+    ...     _ = os.write(2, b"I0000 00:00:1 12 cudart_stub.cc:31] Could not find cuda drivers\\n")
     >>> len(kept)
     1
     """
