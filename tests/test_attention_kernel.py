@@ -63,6 +63,20 @@ def test_attention_without_a_mask_runs_keras_kernel_on_one_chip_and_it_is_causal
     assert "disable_flash_attention" in problem.hint
 
 
+def test_a_length_the_kernel_refuses_falls_back_without_a_traceback_on_stderr(capfd):
+    # 16 tokens: Keras's splash kernel wants a multiple of its 128-row block, logs the
+    # error with its traceback and runs XLA's attention; the call is recorded as such.
+    def short():
+        return examples.transformer_block(seq=16, d_model=256, heads=2)
+
+    report = shardviz.analyze(short, Plan({"batch": 1}), inputs=(4, 16, 256), target="v5e:1x1")
+    assert report.trace_error is None
+    (call,) = report.trace.attention
+    assert not call.kernel
+    err = capfd.readouterr().err
+    assert "Failed to apply Splash kernel" not in err and "Traceback" not in err
+
+
 def test_the_chip_record_shows_keras_kernel_path_causal_and_unscaled():
     """On a v5e chip, keras.ops.dot_product_attention's kernel path equals
     XLA's causal attention with scale=1, for is_causal False and True, and

@@ -96,11 +96,30 @@ def test_the_smallest_slice_is_the_first_sold_that_fits():
     (dict(target="v5e:1x1", remat=[]), "remat=[] asks for no remat mode"),
     (dict(target="v5e:1x1", precision=1.5), "precision=1.5 is not a fraction"),
     (dict(target="v5e:1x1", max_compiles=1), "max_compiles=1 leaves no room"),
+    (dict(target="v5e:1x1", batch=32), "fit finds the largest batch itself"),
+    (dict(target="v5e:1x1", remat=[("up", "nope")]), "'nope', which no layer of model"),
 ])
 def test_bad_questions_say_what_to_change(kw, words):
     with pytest.raises(ShardvizError) as info:
         shardviz.fit(wide, inputs=(1, 2**16), **kw)
     assert words in str(info.value) and info.value.hint
+
+
+@tpu
+def test_a_batch_no_slice_sold_holds_ends_the_search_with_that_answer():
+    # Even the largest slice refuses it: the search says so, and stops.
+    answer = shardviz.fit(wide, target="v5e", batch=2**24, inputs=(1, 2**16),
+                          labels=(1, 2**16), max_compiles=3)
+    (row,) = answer.answers.to_dict("records")
+    assert row["next"] == f"no v5e slice sold fits batch {2**24}"
+    assert answer.compile_count <= 3 and "nothing fits" in str(answer)
+
+
+@tpu
+def test_one_lora_layer_may_be_named_alone():
+    answer = shardviz.fit(examples.mlp, target="v5e:1x1", inputs=(1, 16), labels=(1, 16),
+                          lora_rank=2, lora_layers="up", max_compiles=2)
+    assert answer.tuning.lora_layers == ("up",)
 
 
 def test_a_plan_grows_its_batch_axis_to_fill_a_slice():
@@ -310,3 +329,9 @@ def test_an_answer_stopped_by_max_compiles_says_no_missing_value():
     text = str(answer)
     assert "nan" not in text and "batch 1336 on v5e:2x4" in text
     assert text.splitlines()[1].endswith("per chip")
+
+
+def test_an_answer_for_gpus_says_its_figures_are_estimates():
+    answer = shardviz.fit(examples.mlp, target="h100:8", inputs=(1, 16), labels=(1, 16),
+                          max_compiles=2)
+    assert "estimates: h100:8's memory is taken from the simulated CPUs'" in str(answer)

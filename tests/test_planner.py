@@ -208,6 +208,26 @@ def test_a_mesh_no_strategy_makes_or_with_no_devices_says_why():
         shardviz.layout_map_for(examples.mlp, {"batch": 2, "model": 4}, input=(8, 16))
 
 
+@tpu
+def test_a_train_step_that_cannot_run_is_said_not_no_plan_fits():
+    import jax
+    import keras
+
+    def classifier():
+        inputs = keras.Input((16,))
+        model = keras.Model(inputs, keras.layers.Dense(4, name="head")(inputs))
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        return model
+
+    with pytest.raises(ShardvizError, match="No candidate's train step ran: .*needs labels") \
+            as e:
+        shardviz.suggest(classifier, target="v5e:2x4", inputs=(8, 16), train_step=True)
+    assert "--labels" in e.value.hint
+    found = shardviz.suggest(classifier, target="v5e:2x4", inputs=(8, 16), train_step=True,
+                             labels=jax.ShapeDtypeStruct((8,), "int32"), top=1)
+    assert len(found) == 1 and found[0].compiled
+
+
 def test_rules_are_few_readable_and_exact():
     paths = [f"block_{i}_{name}/kernel" for i in range(4) for name in ("q", "k", "up")]
     specs = {p: (None, "m") for p in paths if "_up/" in p}

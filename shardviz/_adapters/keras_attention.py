@@ -127,10 +127,24 @@ _kernel_swap = Swap(_backend_nn, "wrap_flash_attention", _counting_kernel)
 def watching_attention(calls: list[AttentionCall]):
     """Append an :class:`AttentionCall` to ``calls`` for each call of
     ``keras.ops.dot_product_attention`` traced in this thread."""
+    import logging
+
     previous = getattr(_state, "calls", None)
     _state.calls = calls
+    absl = logging.getLogger("absl")
+    absl.addFilter(_fallback_filter)
     try:
         with _attention_swap.held(), _kernel_swap.held():
             yield
     finally:
+        absl.removeFilter(_fallback_filter)
         _state.calls = previous
+
+
+def _fallback_filter(record) -> bool:
+    """Keras logs a traceback when its splash kernel refuses a shape and it
+    falls back to XLA's attention: the call is recorded without the kernel
+    (and the report's ``attention`` problem says which attention runs), so the
+    traceback is kept off stderr."""
+    return not str(record.msg).startswith(("Failed to apply Splash kernel",
+                                          "Failed to determine distribution context"))

@@ -88,6 +88,10 @@ def out_of_memory_problem(error, target, layouts: list[VariableLayout],
     what = (f"needs {human_bytes(needed)} per chip, and the {target.hardware.name} compiler "
             f"allows {human_bytes(available)}" if needed and available else
             "needs more memory per chip than the compiler allows")
+    if needed and available and human_bytes(needed) == human_bytes(available):
+        # Over by less than the figures' last digit: say by how much.
+        what = (f"needs {human_bytes(needed - available)} more per chip than the "
+                f"{human_bytes(available)} the {target.hardware.name} compiler allows")
     return Problem(
         "error", "does-not-fit",
         f"{error.message[:-1]} on {target.label}: it {what}. The variables alone take "
@@ -125,7 +129,8 @@ def _fit_hint(target, needed: int, capacity: int, layouts: list[VariableLayout],
         axes = ", ".join(repr(a) for a in vl.geometry.replicated_over)
         hint = (f"Shard {vl.info.path!r} ({human_bytes(vl.geometry.bytes_per_device)} per chip, "
                 f"copied over {axes}): a rule that splits it over those axes frees the most. ")
-    chips = -(-needed * mesh.size // capacity)
+    chips = max(-(-needed * mesh.size // capacity), mesh.size + 1)  # more than it has
     hint += (f"Otherwise plan for about {chips} chips ({target.hardware.name} with "
-             f"{human_bytes(capacity)} each), if the largest parts shard with the mesh.")
+             f"{human_bytes(capacity)} each), if the largest parts shard with the mesh"
+             + (", or a smaller batch." if chips == mesh.size + 1 else "."))
     return hint

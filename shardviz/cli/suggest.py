@@ -39,7 +39,7 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
     add_builder(parser)
     add_target(parser, "the device count to plan for (simulated when compiling)")
     add_inputs(parser, "compile the best plans with these inputs, e.g. 8x128:int32",
-               train_step=True)
+               train_step=True, labels=True)
     plans = parser.add_argument_group("the plans")
     plans.add_argument("--budget", metavar="SIZE", help="bytes per device, e.g. 12GB")
     plans.add_argument("--top", type=int, default=5, metavar="K", help="how many (default 5)")
@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     with running(args.quiet, "recognising the model's structure and ranking plans"):
         found = suggest(builder, devices=args.devices, target=args.target,
                         inputs=inputs_of(args.inputs), budget_bytes=budget,
+                        labels=inputs_of(args.labels, "--labels"),
                         train_step=args.train_step, top=args.top, prefer=args.prefer,
                         plans=own or None)
     if not found:

@@ -151,6 +151,15 @@ class Tuning:
     def apply(self, model: Any) -> None:
         """Quantize the built model, then enable LoRA on it, as a user would
         (LoRA on a quantized model is QLoRA)."""
+        if isinstance(self.remat, tuple):
+            names = {layer.name for layer in keras_adapter.all_layers(model)}
+            unknown = [n for n in self.remat if n not in names]
+            if unknown:
+                raise ShardvizError(
+                    f"remat names {', '.join(map(repr, unknown))}, which no layer of model "
+                    f"{model.name!r} is called: Keras would rematerialise nothing there.",
+                    hint="Name layers the model has, such as "
+                    f"{', '.join(map(repr, sorted(names)[:6]))}.")
         if self.quantize is not None:
             model.quantize(self.quantize)
         if self.lora_rank is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..format import human_bytes
+from ..format import human_bytes, plural
 from ..model.tuning import Tuning
 from ..report import Report
 
@@ -48,7 +48,10 @@ class FitAnswer:
 
     def __str__(self) -> str:
         lines = [f"shardviz.fit: the {self.question}, {self.tuning.describe()} "
-                 f"({self.compile_count} compiles)"]
+                 f"({plural(self.compile_count, 'compile')})"]
+        if self.report is not None and self.report.target.estimated:
+            lines[0] += (f"; estimates: {self.report.target.label}'s memory is taken from the "
+                         "simulated CPUs' compiled program")
         rows: list[dict[Any, Any]] = self.answers.to_dict("records")
         for row in rows:
             remat = row["remat"] if isinstance(row["remat"], str) else "no remat"

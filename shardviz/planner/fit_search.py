@@ -106,8 +106,14 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
                             "seq=2048); or a slice such as 'v5e:2x4' for the largest batch.")
     if family is not None:
         batch = positive(batch, "batch")
+    elif batch is not None:
+        raise ShardvizError(
+            f"batch={batch!r:.20} with the slice {target!r}: on a slice, fit finds the largest "
+            "batch itself.",
+            hint=f"Leave batch out to find it, or give the chip family (target="
+            f"{str(target).partition(':')[0]!r}) to find the smallest slice for this batch.")
     tunings = [Tuning(dtype=dtype, lora_rank=lora_rank, quantize=quantize, remat=m,  # type: ignore[arg-type]
-                      lora_layers=tuple(lora_layers) if lora_layers is not None else None)
+                      lora_layers=lora_layers)  # type: ignore[arg-type]
                for m in modes]
     rows: list[dict] = []
     compiles: list[list] = []
@@ -306,7 +312,8 @@ def _next_slice(candidates: list[tuple[str, Plan, int]], seen: dict[int, Report]
     for k in range(i + 1, len(candidates)):
         if candidates[k][2] >= chips:
             return k
-    return len(candidates) - 1
+    # None holds it split evenly: the largest is tried once, and after it, nothing.
+    return max(len(candidates) - 1, i + 1)
 
 
 class _OutOfCompiles(Exception):

@@ -175,6 +175,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
         found.sort(key=lambda c: (c.tight, c.comm_bytes, c.bytes_per_device, len(c.plan.rules)))
     if inputs is not None:
         confirmed: list[Candidate] = []
+        failed: list[ShardvizError] = []  # passes that failed, not for memory
         first = int(compile_top) if compile_top is not None else top + 2
         for i, c in enumerate(found):
             # With a budget, go on down the ranking until enough meet it.
@@ -185,6 +186,8 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             if full.errors or full.trace is None:
                 c.notes.append("did not compile: " + (full.errors[0].message if full.errors
                                                       else "no pass"))
+                if full.trace_error is not None and full.totals.fits is not False:
+                    failed.append(full.trace_error)
                 continue
             c.report, c.compiled, c.tight = full, True, False
             c.reasons = check_reasons(c.reasons, full)
@@ -198,6 +201,11 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             if budget is not None and c.bytes_per_device > budget:
                 continue
             confirmed.append(c)
+        if not confirmed and failed:  # the inputs or labels, not the plans
+            what = "train step" if train_step else "forward pass"
+            raise ShardvizError(f"No candidate's {what} ran: {failed[0].message}",
+                                hint=failed[0].hint or "Check the inputs and labels against "
+                                "the model.", layer=failed[0].layer)
         found = _undominated(confirmed)
         if prefer == "memory":
             found.sort(key=lambda c: (not c.fits, c.bytes_per_device, c.comm_bytes))

@@ -288,6 +288,7 @@ def _named(what: str) -> str:
 _SIZE = r"\(?([\d.]+)\s*([KMGT]?)i?B?\)?"
 _OOM = re.compile(rf"required[^(]*{_SIZE}\s*exceeds available HBM\s*{_SIZE}")
 _OOM_USED = re.compile(rf"Used\s+{_SIZE}\s+of\s+{_SIZE}\s+hbm", re.IGNORECASE)
+_OVER = re.compile(rf"Exceeded hbm capacity by\s+{_SIZE}", re.IGNORECASE)
 """The compiler's other refusal: "Ran out of memory in memory space hbm. Used
 17.25G of 15.75G hbm. Exceeded hbm capacity by 1.5G." """
 
@@ -313,11 +314,21 @@ def out_of_memory(error: Exception, what: str, name: str) -> OutOfMemory:
     >>> oom = out_of_memory(e, "train step", "m")
     >>> round(oom.needed / 2**30, 2), round(oom.available / 2**30, 2)
     (17.25, 15.75)
+    >>> e = RuntimeError("RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm. Used "
+    ...                  "15.75G of 15.75G hbm. Exceeded hbm capacity by 90.0K.")
+    >>> oom = out_of_memory(e, "train step", "m")
+    >>> oom.needed - oom.available
+    92160
     """
     text = _short_message(error)
     m = _OOM.search(str(error)) or _OOM_USED.search(str(error))
     needed = _bytes(m.group(1), m.group(2)) if m else None
     available = _bytes(m.group(3), m.group(4)) if m else None
+    over = _OVER.search(str(error))
+    if over and available is not None:
+        # "Used 15.75G of 15.75G hbm. Exceeded hbm capacity by 90.0K": the figures are
+        # rounded to 10 MiB, the excess is not.
+        needed = max(needed or 0, available + _bytes(over.group(1), over.group(2)))
     return OutOfMemory(
         f"The {_named(what)} of model {name!r} does not fit.",
         needed=needed, available=available, detail=text[:400],

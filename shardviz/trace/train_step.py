@@ -173,8 +173,9 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
         raise ShardvizError(
             f"Model {name!r} is compiled with the loss "
             f"{keras_adapter.compiled_loss_name(model)}, which needs labels, and none were "
-            "given.", hint="Pass labels= to analyze: arrays, shapes such as (8, 1024), or "
-            "jax.ShapeDtypeStructs, one per model output, as model.fit takes y.")
+            "given.", hint="Give labels= (--labels on the command line): arrays, shapes such "
+            "as (8, 1024), or jax.ShapeDtypeStructs, one per model output, as model.fit takes "
+            "y.")
     with keras_adapter.training_state(model, optimizer, DEFAULT_LOSS, deferred):
         setup = StepSetup(
             loss=keras_adapter.compiled_loss_name(model), default_loss=not compiled_before,
@@ -302,9 +303,13 @@ def _data_error(error, name, labels, setup) -> ShardvizError:
     shapes = [tuple(s.shape) for s in jax.tree_util.tree_leaves(labels)]
     what = shapes[0] if len(shapes) == 1 else shapes
     loss = setup.loss or "the model's own compute_loss"
+    if setup.default_loss:  # the model was never compiled: say whose loss this is
+        loss += " (the model was not compiled, so shardviz compiled it with SGD and this loss)"
     return ShardvizError(
         f"The train step of model {name!r} failed on labels {what} with {loss}: "
         f"{type(error).__name__}: {_short_message(error)}",
         hint="Give labels= the shape model.fit would take for this loss (for "
         "SparseCategoricalCrossentropy: the outputs' shape without the last dim, integer "
-        "class ids; for most others: the outputs' shape).")
+        "class ids; for most others: the outputs' shape)"
+        + ("; or compile the model in its builder with the loss and optimizer you train "
+           "with." if setup.default_loss else "."))
