@@ -176,6 +176,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
     if inputs is not None:
         confirmed: list[Candidate] = []
         failed: list[ShardvizError] = []  # passes that failed, not for memory
+        tried = 0
         first = int(compile_top) if compile_top is not None else top + 2
         for i, c in enumerate(found):
             # With a budget, go on down the ranking until enough meet it.
@@ -183,6 +184,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
                 break
             full = analyze(scan, c.plan, inputs=inputs, train_step=train_step, target=target,
                            labels=labels)
+            tried += 1
             if full.errors or full.trace is None:
                 c.notes.append("did not compile: " + (full.errors[0].message if full.errors
                                                       else "no pass"))
@@ -201,7 +203,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             if budget is not None and c.bytes_per_device > budget:
                 continue
             confirmed.append(c)
-        if not confirmed and failed:  # the inputs or labels, not the plans
+        if failed and len(failed) == tried:  # every pass failed: the inputs or labels
             what = "train step" if train_step else "forward pass"
             raise ShardvizError(f"No candidate's {what} ran: {failed[0].message}",
                                 hint=failed[0].hint or "Check the inputs and labels against "
