@@ -97,6 +97,8 @@ def test_the_smallest_slice_is_the_first_sold_that_fits():
     (dict(target="v5e:1x1", precision=1.5), "precision=1.5 is not a fraction"),
     (dict(target="v5e:1x1", max_compiles=1), "max_compiles=1 leaves no room"),
     (dict(target="v5e:1x1", batch=32), "fit finds the largest batch itself"),
+    (dict(target="v5e:1x1", seq=8), "seq=8 and inputs= are both given"),
+    (dict(target="v5e:1x1", labels="y"), "labels= holds str"),
     (dict(target="v5e:1x1", remat=[("up", "nope")]), "'nope', which no layer of model"),
 ])
 def test_bad_questions_say_what_to_change(kw, words):
@@ -335,3 +337,17 @@ def test_an_answer_for_gpus_says_its_figures_are_estimates():
     answer = shardviz.fit(examples.mlp, target="h100:8", inputs=(1, 16), labels=(1, 16),
                           max_compiles=2)
     assert "estimates: h100:8's memory is taken from the simulated CPUs'" in str(answer)
+
+
+@tpu
+def test_a_model_with_nothing_to_train_is_said():
+    def frozen():
+        model = examples.mlp()
+        for layer in model.layers:
+            layer.trainable = False
+        model.compile(optimizer="adam", loss="mse")
+        return model
+
+    answer = shardviz.fit(frozen, target="v5e:1x1", inputs=(1, 16), labels=(1, 16),
+                          max_compiles=2)
+    assert "no trainable variables: its train step updates nothing" in str(answer)

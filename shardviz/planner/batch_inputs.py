@@ -16,12 +16,18 @@ class BatchInputs:
     def __init__(self, scan: Scan, seq: int | None, inputs: object, labels: object) -> None:
         if seq is not None:
             seq = positive(seq, "seq")
+            if inputs is not None:
+                raise ShardvizError(
+                    f"seq={seq} and inputs= are both given: the inputs' shapes set every dim "
+                    "but the batch, so seq would be ignored.",
+                    hint="Give seq= alone for a token model (it fills the dims the model "
+                    "leaves open), or inputs= with the lengths in its shapes.")
         self.seq, self.given, self.labels = seq, inputs, labels
         self.tokens = TokenBatch(scan.model, seq) if inputs is None else None
 
     def at(self, batch: int) -> tuple[object, object]:
         inputs = _rebatch(self.given, batch) if self.tokens is None else self.tokens.at(batch)
-        labels = _rebatch(self.labels, batch) if self.labels is not None else None
+        labels = _rebatch(self.labels, batch, "labels") if self.labels is not None else None
         return inputs, labels
 
     def batch_of(self, report: Report) -> int | None:
@@ -39,17 +45,17 @@ def _leaves(tree: object) -> list[tuple]:
     return [tuple(shape)] if isinstance(shape, (tuple, list)) and shape else []
 
 
-def _rebatch(tree: object, batch: int) -> object:
+def _rebatch(tree: object, batch: int, what: str = "inputs") -> object:
     """Shapes (or arrays, as their shapes) with the first dim replaced."""
     import jax
 
     if isinstance(tree, dict):
-        return {k: _rebatch(v, batch) for k, v in tree.items()}
+        return {k: _rebatch(v, batch, what) for k, v in tree.items()}
     if isinstance(tree, tuple) and tree and all(isinstance(d, int) for d in tree):
         return (batch,) + tree[1:]
     if isinstance(tree, (list, tuple)):
-        return [_rebatch(v, batch) for v in tree]
+        return [_rebatch(v, batch, what) for v in tree]
     if hasattr(tree, "shape") and hasattr(tree, "dtype"):
         return jax.ShapeDtypeStruct((batch,) + tuple(tree.shape[1:]), tree.dtype)
-    raise ShardvizError(f"inputs= holds {type(tree).__name__}, not shapes or arrays.",
-                        hint="Give the shapes of one batch, e.g. inputs=(8, 128).")
+    raise ShardvizError(f"{what}= holds {type(tree).__name__}, not shapes or arrays.",
+                        hint=f"Give the shapes of one batch, e.g. {what}=(8, 128).")
