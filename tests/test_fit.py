@@ -161,6 +161,12 @@ def test_the_command_line_refuses_a_family_without_a_batch():
                           "--target", "v5e", "--inputs", "1x16"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "for which batch" in out.stderr
+    # An --html path that cannot be written is refused before any compile.
+    out = subprocess.run([sys.executable, "-m", "shardviz", "fit", "shardviz.examples:mlp",
+                          "--target", "v5e:1x1", "--inputs", "1x16", "--html",
+                          "/nonexistent-folder/answer.html"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "--html" in out.stderr and "compile" not in out.stderr
 
 
 def test_a_slice_larger_than_the_batch_gets_a_model_axis_by_default():

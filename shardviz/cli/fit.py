@@ -10,7 +10,7 @@ from typing import Any
 
 from ..model.builders import load_builder
 from .options import add_builder, add_plan, add_tuning, build_plan, inputs_of, tuning_of
-from .running import UsageError, running, write_file
+from .running import UsageError, check_writable, running, write_file
 
 EXIT_CODES = """exit codes:
   0  a batch (or a slice) fits
@@ -59,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     plan = build_plan(args) if (args.plan or args.mesh) else None
     if args.rule and plan is None:
         raise UsageError("--rule needs --mesh (or give --plan)")
+    if args.html:  # before the search, which may take minutes
+        check_writable(args.html, "--html")
     builder = load_builder(args.builder)
     progress = None if args.quiet else True
     with running(args.quiet, f"finding what fits on {args.target}"):
