@@ -225,7 +225,13 @@ _TPU_START_UP = re.compile(
 
 def _tpu_start_up_line(line: str) -> bool:
     """A start-up line of libtpu's on a machine with no chip."""
-    return os.environ.get(VERBOSE_ENV, "0") in ("", "0") and bool(_TPU_START_UP.search(line))
+    return _quiet_line(_TPU_START_UP, line)
+
+
+def _quiet_line(pattern: re.Pattern[str], line: str) -> bool:
+    """Whether ``line`` is one of ``pattern``'s, to keep off stderr (never
+    with ``SHARDVIZ_VERBOSE=1``)."""
+    return os.environ.get(VERBOSE_ENV, "0") in ("", "0") and bool(pattern.search(line))
 
 
 _LIBRARY_START_UP = re.compile(
@@ -247,11 +253,7 @@ def quiet_start_up() -> contextlib.AbstractContextManager[list[str]]:
     >>> len(kept)
     1
     """
-    def start_up(line: str) -> bool:
-        return os.environ.get(VERBOSE_ENV, "0") in ("", "0") and \
-            bool(_LIBRARY_START_UP.search(line))
-
-    return filtering_stderr(start_up)
+    return filtering_stderr(lambda line: _quiet_line(_LIBRARY_START_UP, line))
 
 
 def _quiet_stderr() -> contextlib.AbstractContextManager[list[str]]:

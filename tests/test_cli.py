@@ -119,6 +119,11 @@ def test_audit_prints_progress_on_stderr_and_finds_a_map_class_as_it_finds_the_b
             return examples.mlp()
 
 
+        def own():  # a model of the map's own class
+            mlp = examples.mlp()
+            return Megatron(mlp.inputs, mlp.outputs, name="mlp")
+
+
         class Megatron(keras.Model):
             @staticmethod
             def get_layout_map(device_mesh):
@@ -136,6 +141,11 @@ def test_audit_prints_progress_on_stderr_and_finds_a_map_class_as_it_finds_the_b
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.splitlines()[0].startswith("shardviz.audit of")  # findings only
     assert "audit: the map built on" in out.stderr
+    # Named by file, the builder and the class come from one load of it: the model is a
+    # Megatron of the same class, and its map audits clean.
+    out = run("audit", "maps.py:own", "--layout-map", "maps.py:Megatron", "--mesh",
+              "batch=2,model=4", cwd=tmp_path)
+    assert out.returncode == 0 and "0 findings" in out.stdout, out.stdout + out.stderr
 
 
 def test_plan_file_and_a_builder_file(tmp_path):

@@ -107,14 +107,17 @@ def test_a_builders_import_keeps_library_start_up_lines_off_stderr(tmp_path, cap
     lines pass, and SHARDVIZ_VERBOSE=1 passes them all."""
     from shardviz.model.builders import load_builder
 
-    (tmp_path / "noisy.py").write_text(
-        f"import os\nos.write(2, {START_UP.encode()!r})\n"
-        "os.write(2, b'my own line\\n')\ndef build():\n    return None\n")
+    source = (f"import os\nos.write(2, {START_UP.encode()!r})\n"
+              "os.write(2, b'my own line\\n')\ndef build():\n    return None\n")
+    for name in ("noisy.py", "verbose.py"):  # a file is run once while it is unchanged
+        (tmp_path / name).write_text(source)
     load_builder(f"{tmp_path / 'noisy.py'}:build")
     err = capfd.readouterr().err
     assert err == "my own line\n"
+    load_builder(f"{tmp_path / 'noisy.py'}:build")  # the same module, not run again
+    assert capfd.readouterr().err == ""
     monkeypatch.setenv("SHARDVIZ_VERBOSE", "1")
-    load_builder(f"{tmp_path / 'noisy.py'}:build")
+    load_builder(f"{tmp_path / 'verbose.py'}:build")
     assert capfd.readouterr().err == START_UP + "my own line\n"
 
 

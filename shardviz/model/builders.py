@@ -63,6 +63,10 @@ def load_builder(target: str):
     return getattr(module, attr)
 
 
+_FILES: dict[str, tuple[int, object]] = {}
+"""The module loaded from each builder file, with the file's time of change."""
+
+
 def _import(module_name: str):
     try:
         if _is_file(module_name):
@@ -70,13 +74,21 @@ def _import(module_name: str):
                 raise BuilderError(
                     f"no such file {module_name!r}",
                     hint=f"A relative path is taken from the working directory {os.getcwd()!r}.")
+            # One module per file as it stands: a builder and a map class named from the
+            # same file (models.py:build, models.py:Map) share its classes, and an edit
+            # of the file is loaded afresh.
+            path = os.path.abspath(module_name)
+            stamp = os.stat(path).st_mtime_ns
+            if path in _FILES and _FILES[path][0] == stamp:
+                return _FILES[path][1]
             spec = importlib.util.spec_from_file_location(FILE_MODULE, module_name)
             if spec is None or spec.loader is None:
                 raise BuilderError(f"{module_name!r} cannot be imported as Python",
                                    hint="Name a .py file.")
             module = importlib.util.module_from_spec(spec)
-            _add_path(os.path.dirname(os.path.abspath(module_name)))
+            _add_path(os.path.dirname(path))
             spec.loader.exec_module(module)
+            _FILES[path] = (stamp, module)
         else:
             _add_path(os.getcwd())
             module = importlib.import_module(module_name)

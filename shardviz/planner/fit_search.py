@@ -122,7 +122,7 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
     for mode, tuning in zip(modes, tunings):
         scan = _scan(model_or_builder, tuning)
         shapes = BatchInputs(scan, seq, inputs, labels)
-        if not any(v.trainable for v in scan.variables) and "no trainable" not in str(notes):
+        if mode is modes[0] and not any(v.trainable for v in scan.variables):
             notes.append("the model has no trainable variables: its train step updates "
                          "nothing (every layer is frozen)")
         ask = _Asker(scan, shapes, optimizer, mode, compiles, notes, say)
