@@ -52,6 +52,7 @@ _LAZY = {
     "compare_table": ("shardviz.render.pictures", "compare_table"),
     "Explorer": ("shardviz.widgets.explorer", "Explorer"),
     "examples": ("shardviz.examples", None),
+    "configure_cache": ("shardviz.trace.compile_cache", "configure"),
 }
 
 __all__ = ["simulate_devices", "Plan", "Rule", "Problem", "ShardvizError", *_LAZY]

@@ -147,3 +147,6 @@ class OutOfMemory(ShardvizError):
         """``detail`` is the compiler's own message."""
         self.flops = flops
         self.attention: list = []
+        self.from_cache = False
+        """Whether the refusal was read from the compile cache (the compiler
+        gave it for the same program before)."""

@@ -9,7 +9,8 @@ import pytest
 
 import shardviz
 from shardviz import Plan, ShardvizError, examples
-from shardviz.planner.fit_search import MAX_BATCH, _plan_for
+from shardviz.planner.batch_search import MAX_BATCH
+from shardviz.planner.fit_search import _plan_for
 
 shardviz.simulate_devices(8)
 import keras  # noqa: E402

@@ -54,7 +54,8 @@ def test_the_accessors_say_what_outer_code_needs():
         (("batch", "model"), (2, 4), 8, False)
     assert sorted(view.coords) == list(range(8)) and set(view.slice_of_position) == {0}
     assert report.pass_mode == "abstract" and "HloModule" in report.hlo_text
-    assert report.xla_memory["argument_bytes"] > 0 and report.timings["train_step_compile"] > 0
+    assert report.xla_memory["argument_bytes"] > 0 and (report.timings.get("train_step_compile")
+                                                      or report.timings["train_step_cache"]) > 0
     assert "loss" in report.step_setup.describe().lower()
     with pytest.raises(dataclasses.FrozenInstanceError):
         view.size = 2  # type: ignore[misc]

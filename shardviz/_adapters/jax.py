@@ -145,12 +145,19 @@ def tracing_for(devices):
 
 
 class _Watch:
-    """The callback handed to ``inspect_array_sharding``."""
+    """The callback handed to ``inspect_array_sharding``. Made while a
+    program is traced inside :func:`numbering_watches`, it has a number: its
+    place in the trace, the same each time the same program is traced."""
 
     _shardviz_watch = True
 
     def __init__(self, callback):
         self.callback = callback
+        self.book = getattr(_state, "watches", None)
+        self.number = None
+        if self.book is not None:
+            self.number = len(self.book.watches)
+            self.book.watches.append(self)
 
     def __call__(self, named):
         hlo = getattr(_state, "hlo", None)
@@ -161,14 +168,56 @@ class _Watch:
         from jax.sharding import NamedSharding
 
         if not isinstance(named, NamedSharding):  # JAX built it from the HloSharding
-            self.callback(named, None)
+            self.deliver(named, None)
             return
         if unnamed and hlo is not None and mesh is not None:
             from jax._src.sharding_impls import GSPMDSharding
 
-            self.callback(GSPMDSharding(tuple(mesh.devices.flat), hlo), hlo)
+            self.deliver(GSPMDSharding(tuple(mesh.devices.flat), hlo), hlo)
             return
-        self.callback(named, hlo)
+        self.deliver(named, hlo)
+
+    def deliver(self, sharding, hlo) -> None:
+        """Hand ``(sharding, hlo)`` to the callback, and to its book while
+        the book records (XLA calls back from its own threads)."""
+        if self.book is not None and self.book.recording:
+            with self.book.lock:
+                self.book.delivered.append((self.number, sharding, hlo))
+        self.callback(sharding, hlo)
+
+
+class WatchBook:
+    """The watches of one traced program, in trace order, and the layouts
+    they were handed while :meth:`recording`."""
+
+    def __init__(self) -> None:
+        self.watches: list[_Watch] = []
+        self.delivered: list[tuple] = []
+        self.recording = False
+        self.lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def recording_deliveries(self):
+        """Record each ``(number, sharding, hlo_sharding)`` delivered while
+        held (while XLA compiles the program), so that a compile read from
+        the cache can deliver them again; yields the list."""
+        self.recording = True
+        try:
+            yield self.delivered
+        finally:
+            self.recording = False
+
+
+@contextlib.contextmanager
+def numbering_watches():
+    """Number each :func:`watch_sharding` made in this thread while held, in
+    the order the program is traced; yields their :class:`WatchBook`."""
+    previous = getattr(_state, "watches", None)
+    _state.watches = book = WatchBook()
+    try:
+        yield book
+    finally:
+        _state.watches = previous
 
 
 def watch_sharding(x, callback) -> None:
@@ -250,6 +299,9 @@ def module_text(compiled) -> str:
     both. Falls back to ``as_text()`` (no source lines) where that is not
     available. Waits for a public source-location API on ``Compiled``.
     """
+    cached = getattr(compiled, "cached_module_text", None)
+    if cached is not None:
+        return cached()
     try:
         modules = compiled.runtime_executable().hlo_modules()
         if modules:

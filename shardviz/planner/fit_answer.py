@@ -15,7 +15,7 @@ from ..model.tuning import Tuning
 from ..report import Report
 
 COMPILE_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
-                   "fits", "compiled", "seconds"]
+                   "fits", "compiled", "seconds", "from_cache"]
 ANSWER_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
                   "next", "next_bytes_per_device", "compiles", "peak_bytes_per_device"]
 
@@ -43,12 +43,25 @@ class FitAnswer:
 
     @property
     def compile_count(self) -> int:
-        """How many train steps were compiled."""
+        """How many train steps were compiled (read from the compile cache or
+        not)."""
         return int(self.compiles.compiled.sum())
+
+    @property
+    def cached_count(self) -> int:
+        """How many of the compiles were read from the compile cache."""
+        if "from_cache" not in self.compiles:
+            return 0
+        return int(self.compiles.from_cache.fillna(False).astype(bool).sum())
+
+    def _count_text(self) -> str:
+        cached = self.cached_count
+        return plural(self.compile_count, "compile") + (
+            f", {cached} read from the compile cache" if cached else "")
 
     def __str__(self) -> str:
         lines = [f"shardviz.fit: the {self.question}, {self.tuning.describe()} "
-                 f"({plural(self.compile_count, 'compile')})"]
+                 f"({self._count_text()})"]
         if self.report is not None and self.report.target.estimated:
             lines[0] += (f"; estimates: {self.report.target.label}'s memory is taken from the "
                          "simulated CPUs' compiled program")
@@ -83,8 +96,9 @@ class FitAnswer:
         head = html.escape(str(self).splitlines()[0])
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
         return (f"<div><b>{head}</b>{self.answers.to_html(index=False, na_rep='')}"
-                f"<details><summary>{self.compile_count} compiles</summary>"
-                f"{self.compiles.to_html(index=False)}</details>"
+                f"<details><summary>{html.escape(self._count_text())}</summary>"
+                f"{self.compiles.drop(columns='from_cache', errors='ignore').to_html(index=False)}"
+                "</details>"
                 + (f"<ul>{notes}</ul>" if notes else "") + "</div>")
 
 

@@ -2,10 +2,10 @@
 slice that fits a batch, for the train step ``model.fit`` runs, each answer
 the compiler's own.
 
-Memory grows about linearly in the batch, so :func:`fit` compiles the train
-step at two batches, fits a line through the compiler's figures, compiles at
-the batch the line predicts and at the next one, and moves along the line
-until one batch fits and the next is refused. For the smallest slice, the
+For the largest batch, :func:`~shardviz.planner.batch_search.search_largest_batch`
+places a line with the compiler's cheap refusals and compiles the batch the
+line puts at the capacity and the next one: 4 compiles, 2 of them fitting,
+where the bytes grow linearly in the batch. For the smallest slice, the
 variables' exact bytes per chip (no compile) rule out the slices too small to
 hold them; after each refusal the search jumps to the first slice with enough
 chips to hold, split evenly, what the refused one needed, and the slice below
@@ -33,21 +33,11 @@ from ..plan import Plan, as_plan
 from ..report import Report
 from ..target import family_slices, parse_target
 from .batch_inputs import BatchInputs, positive
+from .batch_search import MAX_COMPILES, OutOfCompiles, Point, search_largest_batch
 from .fit_answer import ANSWER_COLUMNS, COMPILE_COLUMNS, FitAnswer
 from .rules import rules_for
 from .specs import fully_sharded_specs
 from .strategies import _strategies
-
-MAX_COMPILES = 12
-"""The most compiles one question (one remat mode) may take."""
-
-MAX_BATCH = 2**20
-"""The largest global batch :func:`fit` looks at."""
-
-FIRST_BATCHES = (8, 64)
-"""The first two batches compiled (times the batch axis's size): large enough
-that the padding of a small batch does not bend the line."""
-
 
 
 def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = None, *,
@@ -148,67 +138,29 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
 def _largest_batch(ask: _Asker, plan: Plan, target: str, max_compiles: int,
                    precision: float) -> tuple[dict, Report | None]:
     """The largest multiple of the batch axis's size that fits, and the next
-    one refused: two compiles for a line (a refused compile still gives the
-    bytes it needed), then guesses on the line through the closest fitting
-    and refused batches, halving the gap when the line does not close it."""
+    one refused (:func:`search_largest_batch`, each point a compile)."""
     unit = plan.mesh_dict.get(plan.batch_axis, 1)
     seen: dict[int, Report] = {}
+    mode = _mode_text(ask.mode) or "no remat"
 
-    def at(b: int) -> Report:
-        if b not in seen:
-            if len(seen) >= max_compiles:
-                raise _OutOfCompiles
-            seen[b] = ask(plan, target, b)
-        return seen[b]
+    def verdict(b: int) -> Point:
+        seen[b] = ask(plan, target, b)
+        return Point(b, bool(seen[b].totals.fits), checked_bytes(seen[b]),
+                     state_bytes(seen[b]))
 
-    try:
-        start = FIRST_BATCHES[0] * unit
-        if not at(start).totals.fits:
-            start = unit
-            if not at(start).totals.fits:
-                return ask.row(plan, target, None, f"batch {unit}",
-                               needed_of(seen[unit]), len(seen)), seen[unit]
-        at(max(FIRST_BATCHES[1] * unit, 2 * start))
-        sides: list[bool] = []
-        while True:
-            lo = max(b for b, r in seen.items() if r.totals.fits)
-            above = [b for b, r in seen.items() if not r.totals.fits and b > lo]
-            hi = min(above) if above else None
-            if hi is not None and hi - lo <= max(unit, int(precision * lo) // unit * unit):
-                if hi > lo + unit:
-                    ask.notes.append(
-                        f"{_mode_text(ask.mode) or 'no remat'}: batch {lo} fits and {hi} does "
-                        f"not; the largest lies between (within {precision:.0%}, the precision "
-                        "asked)")
-                return ask.row(plan, target, seen[lo], f"batch {hi}",
-                               needed_of(seen[hi]), len(seen)), seen[lo]
-            guess = _line_guess(seen, lo, hi, ask.capacity(seen[lo]), unit)
-            if hi is None and guess > MAX_BATCH:
-                if MAX_BATCH in seen:
-                    ask.notes.append(f"{_mode_text(ask.mode) or 'no remat'}: the largest batch "
-                                     f"looked at ({MAX_BATCH}, MAX_BATCH) fits")
-                    return ask.row(plan, target, seen[lo], None, None, len(seen)), seen[lo]
-                guess = MAX_BATCH
-            if hi is not None:
-                # The line through a staircase can land on one side again and again, and
-                # at the edge the compiler's own check passes programs a little over the
-                # capacity it states: after two guesses on the same side, or once a
-                # program over that capacity compiled, halve the gap instead.
-                over = seen[lo].totals.bytes_per_device >= ask.capacity(seen[lo])
-                if guess in seen or over or not _figured(seen[hi]) or (
-                        len(sides) >= 2 and len(set(sides[-2:])) == 1):
-                    guess = lo + max(1, (hi - lo) // unit // 2) * unit
-                guess = min(max(guess, lo + unit), hi - unit)
-            sides.append(bool(at(guess).totals.fits))
-    except _OutOfCompiles:
-        best = max((b for b, r in seen.items() if r.totals.fits), default=None)
-        refused = [b for b, r in seen.items() if not r.totals.fits and best and b > best]
-        ask.notes.append(
-            f"{_mode_text(ask.mode) or 'no remat'}: stopped after {max_compiles} compiles "
-            f"(max_compiles); the largest batch is {best} or more"
-            + (f", below {min(refused)}" if refused else ""))
-        found = seen.get(best) if best is not None else None
-        return ask.row(plan, target, found, None, None, len(seen)), found
+    capacity = int(parse_target(target).capacity_bytes() or 0)
+    found = search_largest_batch(verdict, unit, capacity, max_compiles, precision)
+    ask.notes.extend(f"{mode}: {note}" for note in found.notes)
+    if found.fits is None:
+        refused = seen.get(found.refused) if found.refused is not None else None
+        return ask.row(plan, target, None, f"batch {found.refused}",
+                       needed_of(refused) if refused is not None else None,
+                       len(seen)), refused
+    report = seen[found.fits]
+    if found.refused is None:
+        return ask.row(plan, target, report, None, None, len(seen)), report
+    return ask.row(plan, target, report, f"batch {found.refused}",
+                   needed_of(seen[found.refused]), len(seen)), report
 
 
 def needed_of(report: Report) -> int | None:
@@ -224,21 +176,28 @@ def _figured(report: Report) -> bool:
     return not (isinstance(error, OutOfMemory) and not error.needed)
 
 
-def _line_guess(seen: dict[int, Report], lo: int, hi: int | None, capacity: int,
-                unit: int) -> int:
-    """The largest batch (a multiple of ``unit``) under ``capacity`` on the
-    line through the largest fitting batch and the smallest refused one (or,
-    with none refused, the two largest batches seen)."""
-    if hi is not None:
-        (b1, m1), (b2, m2) = ((lo, seen[lo].totals.bytes_per_device),
-                              (hi, seen[hi].totals.bytes_per_device))
-    else:
-        points = sorted((b, r.totals.bytes_per_device) for b, r in seen.items())
-        (b1, m1), (b2, m2) = points[-2], points[-1]
-    slope = (m2 - m1) / (b2 - b1) if b2 != b1 else 0
-    if slope <= 0:
-        return MAX_BATCH + unit
-    return max(unit, int((b1 + (capacity - m1) / slope) // unit) * unit)
+def state_bytes(report: Report) -> int | None:
+    """The bytes per chip of a report's variables and optimizer state (the
+    bytes that do not grow with the batch), or None untraced."""
+    if not len(report.memory):
+        return None
+    row = report.memory.iloc[0]
+    parts = [row.get("variable_bytes"), row.get("optimizer_bytes")]
+    return int(sum(p for p in parts if p is not None and p == p))
+
+
+def checked_bytes(report: Report) -> int | None:
+    """The bytes per chip the compiler checks against the chip: for a
+    program it took on a target whose compiler decides (the TPU compiler),
+    its peak (what is live at once); for one it refused, what it said it
+    needed; elsewhere the sum of the program's buffers. None where unknown."""
+    if not report.totals.fits:
+        return needed_of(report)
+    if report.target.compiler_decides_fit:
+        peak = _peak(report)
+        if peak is not None:
+            return peak
+    return report.totals.bytes_per_device
 
 
 def _smallest_slice(ask: _Asker, plan: object, family: list[str], batch: int,
@@ -272,7 +231,7 @@ def _smallest_slice(ask: _Asker, plan: object, family: list[str], batch: int,
     def at(i: int) -> Report:
         if i not in seen:
             if len(seen) >= max_compiles:
-                raise _OutOfCompiles
+                raise OutOfCompiles
             seen[i] = ask(candidates[i][1], candidates[i][0], batch)
         return seen[i]
 
@@ -293,7 +252,7 @@ def _smallest_slice(ask: _Asker, plan: object, family: list[str], batch: int,
                         break
                 return answer(i)
             i = _next_slice(candidates, seen, i, ask.capacity(seen[i]))
-    except _OutOfCompiles:
+    except OutOfCompiles:
         notes.append(f"stopped after {max_compiles} compiles (max_compiles)")
         fitting = sorted(k for k, r in seen.items() if r.totals.fits)
         if fitting:
@@ -319,10 +278,6 @@ def _next_slice(candidates: list[tuple[str, Plan, int]], seen: dict[int, Report]
     return max(len(candidates) - 1, i + 1)
 
 
-class _OutOfCompiles(Exception):
-    pass
-
-
 # ------------------------------------------------------------------ one compile
 class _Asker:
     """Compiles the train step for a plan, target and batch, and records it."""
@@ -343,19 +298,20 @@ class _Asker:
                 f"{report.trace_error.message}", hint=report.trace_error.hint)
         seconds = time.perf_counter() - start
         self.record(plan, target, batch, needed_of(report), self.capacity(report),
-                    bool(report.totals.fits), True, seconds)
+                    bool(report.totals.fits), True, seconds, report.from_cache)
         return report
 
     def capacity(self, report: Report) -> int:
         return int(report.target.capacity_bytes() or 0)
 
     def record(self, plan: Plan, target: str, batch: int, needed: int | None, capacity: int,
-               fits: bool, compiled: bool, seconds: float) -> None:
+               fits: bool, compiled: bool, seconds: float, from_cache: bool = False) -> None:
         self.compiles.append([_mode_text(self.mode), target, _mesh_text(plan), batch, needed,
-                              capacity, fits, compiled, round(seconds, 2)])
+                              capacity, fits, compiled, round(seconds, 2), from_cache])
         if self.say is not None:
             verdict = "fits" if fits else "does not fit"
             how = f"compile {sum(c[7] for c in self.compiles)}" if compiled else "no compile"
+            how += ", read from the compile cache" if from_cache else ""
             self.say(f"fit: batch {batch} on {target}, {_mode_text(self.mode) or 'no remat'}: "
                      f"{human_bytes(needed) if needed else 'unknown bytes'} of "
                      f"{human_bytes(capacity)}, {verdict} ({how}, "

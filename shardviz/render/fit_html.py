@@ -54,7 +54,9 @@ def compiles_table(compiles: pd.DataFrame) -> str:
     """Every train step compiled (or ruled out without a compile), in order."""
     body = [[_mode(c["remat"]), c["target"], c["mesh"], _count(c["batch"]),
              _bytes(c["bytes_per_device"]), _bytes(c["capacity_bytes"]),
-             "fits" if c["fits"] else "refused", "yes" if c["compiled"] else "no",
+             "fits" if c["fits"] else "refused",
+             ("from the cache" if c.get("from_cache") is True else "yes") if c["compiled"]
+             else "no",
              human_seconds(c["seconds"]) if c["compiled"] else ""]
             for c in compiles.to_dict("records")]
     return _table(["remat", "target", "mesh", "batch", "per chip", "chip holds", "verdict",

@@ -168,7 +168,13 @@ def memory_line(report) -> str:
             f"{human_bytes(m['output_bytes'])}, temporaries {human_bytes(m['temp_bytes'])}"
             + (f", and {human_bytes(m['unread_bytes'])} of arguments it never reads"
                if m["unread_bytes"] else "") + flops)
-    return line + fit_text(report)
+    return line + fit_text(report) + cache_text(report)
+
+
+def cache_text(report) -> str:
+    """Where the compiler's figures came from, when not from a compile just now."""
+    return (" (the compiler's figures read from shardviz's compile cache)"
+            if report.from_cache else "")
 
 
 def fit_text(report) -> str:
@@ -224,7 +230,7 @@ def verdict_line(report) -> str:
     """The fit verdict when no pass compiled (the variables alone, or the
     compiler's refusal)."""
     return (f"Memory per device: variables {human_bytes(report.variable_bytes_per_device)}"
-            + fit_text(report))
+            + fit_text(report) + cache_text(report))
 
 
 def render_to_text(renderables, width: int = 120) -> str:

@@ -203,6 +203,16 @@ class Report:
         return dict(self.trace.seconds) if self.trace is not None else {}
 
     @property
+    def from_cache(self) -> bool:
+        """Whether the compiler's figures (memory, collectives, layouts, or
+        its refusal) were read from shardviz's compile cache: the same
+        program, compiled by the same compiler with the same options, gave
+        them before (``shardviz.trace.compile_cache``)."""
+        if self.trace is not None and any(k.endswith("_cache") for k in self.trace.seconds):
+            return True
+        return bool(getattr(self.trace_error, "from_cache", False))
+
+    @property
     def model_name(self) -> str:
         return self.scan.model_name
 
@@ -365,6 +375,7 @@ class Report:
             "collectives": self.totals.collectives,
             "collective_bytes": self.totals.collective_bytes,
             "fits": self.totals.fits,
+            "from_cache": self.from_cache,
         }
 
     def _repr_html_(self) -> str:

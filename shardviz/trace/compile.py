@@ -12,10 +12,11 @@ import time
 from .._adapters import jax as jax_adapter
 from .._adapters import keras as keras_adapter
 from .._adapters.jax import capturing_shardings, module_text, tracing_for
+from .._adapters.jax_records import NotRecordable
 from ..errors import OutOfMemory, Problem, ShardvizError
 from ..format import format_spec
 from ..layout.match import compiled as compiled_key
-from . import hlo, sources, xla_log
+from . import cached_compile, compile_cache, hlo, sources, xla_log
 
 _RANKING: contextvars.ContextVar[bool] = contextvars.ContextVar("ranking", default=False)
 
@@ -210,11 +211,13 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
     key = what.replace(" ", "_")
     t = time.perf_counter()
     lowered = None
+    cached: _Cached | None = None
     try:
         progress("tracing")
         with contextlib.ExitStack() as stack:
             stack.enter_context(keras_adapter.full_tracebacks())
             stack.enter_context(tracing_for(devices))
+            watches = stack.enter_context(jax_adapter.numbering_watches())
             if attention is not None:
                 stack.enter_context(keras_adapter.watching_attention(attention))
             if observe is not None:
@@ -225,14 +228,26 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
         if lower_only:
             return lowered
         t = time.perf_counter()
+        options = _compiler_options(devices)
+        cached = _Cached.find(lowered, args, options, watches)
+        if cached is not None and cached.entry is not None:
+            progress("reading the compile cache")
+            compiled = cached.replay(what, name, attention)
+            if log is not None:
+                log.extend(cached.log)
+            seconds[f"{key}_cache"] = time.perf_counter() - t
+            return compiled
         progress("compiling")
-        with capturing_shardings(), xla_log.capturing_stderr() as lines:
-            compiled = lowered.compile(compiler_options=_compiler_options(devices))
+        with capturing_shardings(), xla_log.capturing_stderr() as lines, \
+                watches.recording_deliveries() as delivered:
+            compiled = lowered.compile(compiler_options=options)
         warnings, rest = xla_log.split_log(lines)
         xla_log.pass_on(rest)
         if log is not None:
             log.extend(warnings)
         seconds[f"{key}_compile"] = time.perf_counter() - t
+        if cached is not None:
+            cached.keep(compiled, delivered, lines)
     except ShardvizError:
         raise
     except Exception as e:
@@ -242,6 +257,8 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
                 flops = jax_adapter.unpartitioned_cost(lowered).get("flops")
                 oom.flops = flops / len(devices) if flops is not None else None
             oom.attention = list(attention or ())
+            if cached is not None:
+                cached.keep_refusal(str(e), oom.flops)
             raise oom from None
         kernels = [c for c in attention or () if c.kernel]
         if kernels and "cannot be automatically partitioned" in str(e):
@@ -261,6 +278,71 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
             layer=layer,
         ) from e
     return compiled
+
+
+class _Cached:
+    """One program's place in the compile cache: its entry if one is there,
+    and the means to keep a compile's."""
+
+    def __init__(self, store, key: str, lowered, mesh, watches) -> None:
+        self.store, self.key, self.lowered, self.mesh = store, key, lowered, mesh
+        self.watches = watches
+        self.entry: dict | None = None
+        self.log: list = []
+
+    @classmethod
+    def find(cls, lowered, args, options, watches) -> _Cached | None:
+        """The program's place, with its entry when the cache holds a valid
+        one; None when the cache is off or the program is not cached (it
+        runs here, or has no mesh)."""
+        mesh = cached_compile.program_mesh(args)
+        store = compile_cache.store() if mesh is not None else None
+        if store is None:
+            return None
+        try:
+            key = compile_cache.program_key(lowered, [mesh], options)
+        except Exception:  # noqa: BLE001 - a program whose text cannot be keyed is compiled
+            return None
+        found = cls(store, key, lowered, mesh, watches)
+        entry = store.get(key)
+        count = len(watches.watches)
+        if entry is not None and entry.get("watches") == count and all(
+                0 <= d[0] < count for d in entry.get("delivered", ())):
+            found.entry = entry
+        return found
+
+    def replay(self, what: str, name: str, attention) -> object:
+        """The cached compile: its layouts handed to the watches again, or
+        the compiler's refusal raised again."""
+        entry = self.entry
+        assert entry is not None
+        if entry["kind"] == "refused":
+            oom = out_of_memory(RuntimeError(entry["error"]), what, name)
+            oom.flops = entry.get("flops")
+            oom.attention = list(attention or ())
+            oom.from_cache = True
+            raise oom
+        cached_compile.deliver(entry, self.watches.watches, self.mesh)
+        self.log, _ = xla_log.split_log(entry.get("log", []))
+        return cached_compile.CachedCompile(entry, self.lowered, self.mesh)
+
+    def keep(self, compiled, delivered: list, lines: list) -> None:
+        try:
+            entry = cached_compile.entry_of_compile(
+                compiled, self.lowered, self.mesh, self.watches.watches, delivered, lines,
+                module_text(compiled))
+        except NotRecordable:
+            return
+        self._put(entry)
+
+    def keep_refusal(self, message: str, flops: float | None) -> None:
+        self._put(cached_compile.entry_of_refusal(message, flops, self.watches.watches))
+
+    def _put(self, entry: dict) -> None:
+        try:
+            self.store.put(self.key, entry)
+        except OSError as e:
+            compile_cache.unusable(self.store, e)
 
 
 def _kernel_not_partitioned(kernels: list, what: str, name: str, devices) -> ShardvizError:

@@ -156,13 +156,19 @@ class Program:
         return cls(instructions, users, stack_frames(text))
 
     def stack(self, name: str) -> tuple[Frame, ...]:
-        """The Python frames of an instruction, innermost first."""
+        """The Python frames of an instruction, innermost first, as far as
+        they are the model's: up to shardviz's own frames, never the line
+        that called shardviz (a compile read from the cache may have been
+        asked for from elsewhere)."""
         ins = self.instructions.get(name)
         if ins is None:
             return ()
-        if ins.frame_id in self.frames:
-            return self.frames[ins.frame_id]
-        return (ins.source,) if ins.source else ()
+        frames = self.frames[ins.frame_id] if ins.frame_id in self.frames else (
+            (ins.source,) if ins.source else ())
+        for i, frame in enumerate(frames):
+            if _SHARDVIZ.search(frame.file.replace("\\", "/")):
+                return frames[:i]
+        return frames
 
     def site(self, name: str, kind: str) -> Instruction | None:
         """The op a collective was made for: the first op that computes with

@@ -120,8 +120,26 @@ def _fresh_optimizer(optimizer):
     """An unbuilt copy of ``optimizer``: shardviz builds it on the model's
     deferred variables, and must neither add slots to the user's optimizer
     nor build one twice (a compiled model's optimizer may be built)."""
+    config = optimizer.get_config()
+    config["name"] = _stable_name(type(optimizer).__name__, config.get("name"))
     with keras_adapter.deferred_variables():
-        return type(optimizer).from_config(optimizer.get_config())
+        return type(optimizer).from_config(config)
+
+
+def _stable_name(class_name: str, name: str | None) -> str | None:
+    """An optimizer's name without the number Keras adds to make each new
+    optimizer's name unique in the process (``adam_3``): the name scope of
+    the update's ops in the program, which would otherwise make every train
+    step another program (and a compile cache miss).
+
+    >>> _stable_name("Adam", "adam_3"), _stable_name("AdamW", "adam_w"), _stable_name("SGD", "mine_2")
+    ('adam', 'adam_w', 'mine_2')
+    """
+    base = re.sub("([a-z])([A-Z])", r"\1_\2", re.sub("(.)([A-Z][a-z]+)", r"\1_\2", class_name))
+    base = base.lower()
+    if name is not None and re.fullmatch(rf"{re.escape(base)}(_\d+)?", name):
+        return base
+    return name
 
 
 def _labels(labels, outputs, data_shardings):
