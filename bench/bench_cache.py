@@ -4,8 +4,9 @@ process, costs its tracing only.
 An 8B Llama-shaped model's forward pass (shardviz.examples.llama_8b, inputs
 16 x 2048) under tensor-parallel rules on a 2 x 8 mesh of v5e:4x4, compiled
 by the TPU compiler: once in a process with an empty cache, then again in a
-new process that finds the entry. Each process times ``analyze`` alone (not
-Python's start-up or the imports).
+new process that finds the entry. Each process imports jax and keras and
+opens the TPU topology first, as a notebook has by its second cell, and
+times ``analyze`` alone.
 
 Run:  .venv/bin/python bench/bench_cache.py
 
@@ -25,7 +26,10 @@ import textwrap
 ONE = textwrap.dedent("""
     import json, sys, time
     import shardviz
+    import jax, keras
     from shardviz import examples
+    from shardviz.target.tpu import tpu_topology_devices
+    tpu_topology_devices("v5e", "4x4")
     plan = examples.llama_plan(data=2, model=8)
     t = time.perf_counter()
     r = shardviz.analyze(examples.llama_8b, plan, inputs=(16, 2048), target="v5e:4x4")

@@ -6,7 +6,8 @@ always gives the same figures, so the key is exactly that: the lowered
 program's text with its source locations (the layer names and source lines
 shardviz shows come from them), the devices it is compiled for (platform,
 kind, ids and coordinates, in mesh order), the compiler's options and
-flags, and the versions of jax, jaxlib, libtpu and this cache's format;
+flags, and the versions of jax, jaxlib, libtpu, shardviz and this cache's
+format;
 never the model's name. An entry holds what shardviz reads from a compile,
 raw: the optimized HLO text, the module text with its stack frames,
 ``memory_analysis()``, ``cost_analysis()``, which arguments the program
@@ -284,7 +285,9 @@ the program: it differs in every process and says nothing of the program."""
 
 @functools.cache
 def versions() -> dict[str, str]:
-    """The versions that decide what a compile gives."""
+    """The versions that decide what a compile gives, and shardviz's own
+    (with :data:`FORMAT`, which changes whenever an entry holds something
+    else)."""
     from importlib import metadata
 
     out = {}
@@ -294,6 +297,9 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             pass
     out["python"] = sys.version.split()[0]
+    from .. import __version__
+
+    out["shardviz"] = __version__
     return out
 
 
