@@ -86,3 +86,15 @@ def test_a_refusal_that_names_no_bytes_halves_the_gap():
     found = search_largest_batch(verdict, 1, 10**9)
     assert (found.fits, found.refused) == (37, 38)
     assert any("did not say" in n for n in found.notes)
+
+
+def test_a_refusal_a_hair_under_the_line_is_said():
+    """At the edge the compiler refuses programs a few KiB under its capacity
+    (a wide Dense model on one v5e chip: batch 19297 refused, 19296 taken)."""
+    def verdict(b):
+        need = 2**30 + b * 2**20
+        return Point(b, need <= CAPACITY - 3 * 2**20, need, 2**30)
+
+    found = search_largest_batch(verdict, 1, CAPACITY)
+    assert (found.fits, found.refused) == (15357, 15358)
+    assert any("at the edge its check is not a sum of bytes" in n for n in found.notes)

@@ -106,7 +106,7 @@ def search_largest_batch(verdict: Callable[[int], Point], unit: int, capacity: i
             return Found(None, unit, len(points), notes)
         if at(first).fits:
             at(_past_the_edge(points[first], capacity, unit))
-        stalled = 0
+        stalled = misses = 0
         while True:
             lo, hi = bracket()
             assert lo is not None
@@ -118,21 +118,28 @@ def search_largest_batch(verdict: Callable[[int], Point], unit: int, capacity: i
                     notes.append(f"the largest batch looked at ({MAX_BATCH}, MAX_BATCH) fits")
                     return Found(lo, None, len(points), notes)
                 guess = MAX_BATCH
+            galloping = bool(misses) and hi is not None
             if hi is not None:
-                if stalled >= 2:  # the line keeps missing: halve the gap
-                    guess = lo + max(1, (hi - lo) // unit // 2) * unit
+                if galloping:
+                    # The compiler refused what the line put under its capacity: the edge
+                    # is below the line. Step down from the refusal, twice as far each time.
+                    guess, expected = hi - unit * 2 ** (misses - 1), None
+                elif stalled >= 2:  # the line keeps missing: halve the gap
+                    guess, expected = lo + max(1, (hi - lo) // unit // 2) * unit, None
                 guess = min(max(guess, lo + unit), hi - unit)
             if expected is not None:
                 predicted.setdefault(guess, expected)
-            before = bracket()
-            if (hi is None or guess + unit < hi) and guess + unit not in points and \
-                    guess != MAX_BATCH:
-                if at(guess + unit).fits:
-                    stalled = stalled + 1 if bracket()[1] == hi else 0
-                    continue
-            if guess not in points:
-                at(guess)
-            stalled = stalled + 1 if bracket()[0] == before[0] and hi is not None else 0
+            width = None if hi is None else hi - lo
+            if not galloping and (hi is None or guess + unit < hi) and \
+                    guess + unit not in points and guess != MAX_BATCH:
+                at(guess + unit)
+            if guess not in points and not points.get(guess + unit, Point(0, False, None)).fits:
+                point = at(guess)
+                under = expected is not None and expected <= capacity
+                misses = misses + 1 if not point.fits and (galloping or under) else 0
+            lo, hi = bracket()
+            narrowed = width is not None and hi is not None and hi - (lo or 0) <= width // 2
+            stalled = 0 if narrowed or width is None else stalled + 1
     except OutOfCompiles:
         lo, hi = bracket()
         notes.append(f"stopped after {max_compiles} compiles (max_compiles); the largest batch "
@@ -172,6 +179,14 @@ def _why_more(points: dict[int, Point], predicted: dict[int, float], capacity: i
                     f"are not linear in the batch here (at batch {b} it "
                     f"{'used' if p.fits else 'needed'} {human_bytes(p.checked)} per chip, where "
                     f"the line through the batches before said {human_bytes(want)})")
+    for b, p in sorted(points.items()):
+        want = predicted.get(b)
+        if want is not None and (want <= capacity) != p.fits:
+            return (f"{len(points)} compiles ({fitting} fitting), not 4: the line put batch {b} "
+                    f"{'under' if want <= capacity else 'over'} the capacity, by "
+                    f"{human_bytes(abs(capacity - want))}, and the compiler "
+                    f"{'refused' if not p.fits else 'took'} it: at the edge its check is not "
+                    "a sum of bytes")
     unknown = [b for b, p in sorted(points.items()) if p.checked is None]
     if unknown:
         return (f"{len(points)} compiles ({fitting} fitting), not 4: the compiler did not say "
