@@ -22,6 +22,11 @@ the padding of a small batch does not bend the line; and the least second
 batch after it fits."""
 
 
+LAST_MARGIN = 0.02
+"""How far under the capacity the last compile a search may make aims: the
+line through points far apart bends a little near the edge."""
+
+
 class OutOfCompiles(Exception):
     """The search used every compile it was allowed."""
 
@@ -66,7 +71,9 @@ def search_largest_batch(verdict: Callable[[int], Point], unit: int, capacity: i
     linearly in the batch that is 4 compiles, 2 of them fitting. Where the
     line misses (the compiler squeezes a program near the capacity), it
     moves along the line through the closest points on either side, halving
-    the gap when the line does not close it, and says so.
+    the gap when the line does not close it, and says so. With one compile
+    left (``max_compiles``), it compiles the guess itself, aimed a little
+    under the capacity (:data:`LAST_MARGIN`).
 
     >>> def linear(b):  # 1 GiB, plus 0.3 GiB per example, on a 16 GiB chip
     ...     need = 2**30 + b * 3 * 2**30 // 10
@@ -112,7 +119,11 @@ def search_largest_batch(verdict: Callable[[int], Point], unit: int, capacity: i
             assert lo is not None
             if hi is not None and hi - lo <= max(unit, int(precision * lo) // unit * unit):
                 return done(lo, hi)
-            guess, expected = _line_guess(points, lo, hi, capacity, unit)
+            # With one compile left, the guess itself is worth more than the batch after it,
+            # and a guess a little under the line is more likely to be one that fits.
+            last = len(points) + 1 >= max_compiles
+            aim = int(capacity * (1 - LAST_MARGIN)) if last else capacity
+            guess, expected = _line_guess(points, lo, hi, aim, unit)
             if hi is None and guess > MAX_BATCH:
                 if MAX_BATCH in points:
                     notes.append(f"the largest batch looked at ({MAX_BATCH}, MAX_BATCH) fits")
@@ -130,12 +141,12 @@ def search_largest_batch(verdict: Callable[[int], Point], unit: int, capacity: i
             if expected is not None:
                 predicted.setdefault(guess, expected)
             width = None if hi is None else hi - lo
-            if not galloping and (hi is None or guess + unit < hi) and \
+            if not galloping and not last and (hi is None or guess + unit < hi) and \
                     guess + unit not in points and guess != MAX_BATCH:
                 at(guess + unit)
             if guess not in points and not points.get(guess + unit, Point(0, False, None)).fits:
                 point = at(guess)
-                under = expected is not None and expected <= capacity
+                under = expected is not None and expected <= aim
                 misses = misses + 1 if not point.fits and (galloping or under) else 0
             lo, hi = bracket()
             narrowed = width is not None and hi is not None and hi - (lo or 0) <= width // 2
