@@ -186,6 +186,21 @@ def test_a_damaged_entry_is_compiled_again_and_rewritten(cache, damage):
     assert third.from_cache
 
 
+def test_a_whole_entry_that_does_not_decode_is_compiled_again(cache):
+    """A checksum that agrees, over layouts that do not decode (written by a
+    shardviz with another idea of them): a miss, and the same report."""
+    first = shardviz.analyze(mlp, MEGATRON, inputs=(8, 64))
+    (path,) = entries(cache)
+    entry = compile_cache._decode(path.read_bytes(), path.stem)
+    entry["delivered"] = [[0, ["named", [["no such axis"]]], "not base64"]]
+    entry["outputs"] = [["hlo", "AAAA", [999]]]
+    path.write_bytes(compile_cache._encode(entry, path.stem))
+    again = shardviz.analyze(mlp, MEGATRON, inputs=(8, 64))
+    assert not again.from_cache
+    assert_same_report(first, again)
+    assert shardviz.analyze(mlp, MEGATRON, inputs=(8, 64)).from_cache
+
+
 def test_an_entry_of_another_format_or_key_is_never_read(cache):
     shardviz.analyze(mlp, MEGATRON, inputs=(8, 64))
     (path,) = entries(cache)

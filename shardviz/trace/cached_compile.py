@@ -134,9 +134,23 @@ class CachedCompile:
         raise RuntimeError("a compile read from shardviz's cache cannot run")
 
 
-def deliver(entry: dict, watches: list, mesh) -> None:
-    """Hand each watched layer output the layout the cached compile gave it,
-    in the order the compiler did."""
-    for number, data, hlo in entry.get("delivered", ()):
-        watches[number].deliver(sharding_from(data, mesh),
-                                hlo_sharding_from(hlo) if hlo is not None else None)
+def read(entry: dict, lowered, mesh) -> tuple[list, CachedCompile | None] | None:
+    """What an entry holds, decoded before anything is handed on: the
+    ``(number, sharding, hlo_sharding)`` each watch is to be handed, and the
+    compile (None for a refusal). None for an entry that cannot be read
+    whole (it is compiled again, and rewritten): a cache is never half read."""
+    try:
+        if entry["kind"] == "refused":
+            str(entry["error"])
+            return [], None
+        deliveries = [(int(number), sharding_from(data, mesh),
+                       hlo_sharding_from(hlo) if hlo is not None else None)
+                      for number, data, hlo in entry["delivered"]]
+        compiled = CachedCompile(entry, lowered, mesh)
+        compiled.output_shardings  # noqa: B018 - decoded now, so that a bad entry is a miss
+        compiled.memory_analysis()
+        for key in ("hlo_text", "module_text", "inputs_read", "log"):
+            entry[key]  # noqa: B018
+    except Exception:  # noqa: BLE001 - an entry that does not decode is a miss, never a crash
+        return None
+    return deliveries, compiled

@@ -288,6 +288,7 @@ class _Cached:
         self.store, self.key, self.lowered, self.mesh = store, key, lowered, mesh
         self.watches = watches
         self.entry: dict | None = None
+        self.decoded: tuple | None = None
         self.log: list = []
 
     @classmethod
@@ -306,9 +307,10 @@ class _Cached:
         found = cls(store, key, lowered, mesh, watches)
         entry = store.get(key)
         count = len(watches.watches)
-        if entry is not None and entry.get("watches") == count and all(
-                0 <= d[0] < count for d in entry.get("delivered", ())):
-            found.entry = entry
+        if entry is not None and entry.get("watches") == count:
+            decoded = cached_compile.read(entry, lowered, mesh)
+            if decoded is not None and all(0 <= d[0] < count for d in decoded[0]):
+                found.entry, found.decoded = entry, decoded
         return found
 
     def replay(self, what: str, name: str, attention) -> object:
@@ -322,9 +324,12 @@ class _Cached:
             oom.attention = list(attention or ())
             oom.from_cache = True
             raise oom
-        cached_compile.deliver(entry, self.watches.watches, self.mesh)
-        self.log, _ = xla_log.split_log(entry.get("log", []))
-        return cached_compile.CachedCompile(entry, self.lowered, self.mesh)
+        assert self.decoded is not None
+        deliveries, compiled = self.decoded
+        for number, sharding, described in deliveries:
+            self.watches.watches[number].deliver(sharding, described)
+        self.log, _ = xla_log.split_log(entry["log"])
+        return compiled
 
     def keep(self, compiled, delivered: list, lines: list) -> None:
         try:
