@@ -47,7 +47,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: setup browser lint
-	SHARDVIZ_REQUIRE_BROWSER=1 SHARDVIZ_REQUIRE_HUB=1 SHARDVIZ_REQUIRE_TPU=1 $(BIN)/python -m pytest -n $(JOBS) --dist loadgroup $(NBVAL) tests notebooks
+	SHARDVIZ_REQUIRE_BROWSER=1 SHARDVIZ_REQUIRE_HUB=1 SHARDVIZ_REQUIRE_TPU=1 $(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(NBVAL) tests notebooks
 
 # Re-execute every notebook and store it with its outputs.
 notebooks: setup

@@ -25,32 +25,11 @@ def pytest_unconfigure(config):
 
 
 # ------------------------------------------------------------------ scheduling
-# `make test` runs pytest-xdist with --dist loadgroup. A notebook's cells, and the tests of
-# a file whose fixtures are shared by the file (scope="module"), run on one worker; every
-# other test goes wherever a worker is free. The longest go first (longest processing time
-# first keeps two workers busy to the end), from tests/durations.json: the seconds each
-# test or notebook took in a run of `make test`, written by tests/record_durations.py.
+# `make test` runs pytest-xdist with --dist loadfile: a file's tests (a notebook's cells among
+# them) run on one worker, in order. The longest files go first (longest processing time
+# first keeps both workers busy to the end), from tests/durations.json: the seconds each test
+# or notebook cell took in a run of `make test`, written by tests/record_durations.py.
 _DURATIONS = os.path.join(os.path.dirname(__file__), "tests", "durations.json")
-
-
-def _shares_fixtures(item) -> bool:
-    """Whether the test uses a fixture its file shares between its tests."""
-    info = getattr(item, "_fixtureinfo", None)
-    for defs in (info.name2fixturedefs.values() if info is not None else ()):
-        for d in defs:
-            base = str(d.baseid).split("::")[0]
-            if d.scope == "module" and base and str(item.path).endswith(base):
-                return True
-    return False
-
-
-def _group_of(item) -> str | None:
-    path = str(item.path)
-    if path.endswith(".ipynb"):
-        return os.path.basename(path)
-    if _shares_fixtures(item):
-        return os.path.basename(path)
-    return None
 
 
 def _seconds() -> dict:
@@ -63,23 +42,17 @@ def _seconds() -> dict:
         return {}
 
 
-import pytest  # noqa: E402
-
-
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("dist", "no") != "loadgroup":
+    # Only xdist's workers order: their collection order is the order files are handed out.
+    if "PYTEST_XDIST_WORKER" not in os.environ:
         return
     seconds = _seconds()
-    scopes: dict[str, list] = {}
+    files: dict[str, list] = {}
     for item in items:
-        group = _group_of(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(name=group))
-        scopes.setdefault(group or item.nodeid, []).append(item)
+        files.setdefault(str(item.path), []).append(item)
 
-    def cost(scope: str) -> float:
-        return sum(seconds.get(i.nodeid, 0.5) for i in scopes[scope])
+    def cost(path: str) -> float:
+        return sum(seconds.get(i.nodeid, 0.5) for i in files[path])
 
-    order = sorted(scopes, key=cost, reverse=True)  # a stable sort keeps ties in file order
-    items[:] = [item for scope in order for item in scopes[scope]]
+    order = sorted(files, key=cost, reverse=True)  # a stable sort keeps ties in their order
+    items[:] = [item for path in order for item in files[path]]

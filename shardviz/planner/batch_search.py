@@ -131,11 +131,11 @@ def search_largest_batch(verdict: Callable[[int], Point], unit: int, capacity: i
                 guess = MAX_BATCH
             galloping = bool(misses) and hi is not None
             if hi is not None:
-                if galloping:
-                    # The compiler refused what the line put under its capacity: the edge
-                    # is below the line. Step down from the refusal, twice as far each time.
-                    guess, expected = hi - unit * 2 ** (misses - 1), None
-                elif stalled >= 2:  # the line keeps missing: halve the gap
+                if galloping and misses == 1:
+                    # The compiler refused what the line put under its capacity: at the edge
+                    # its check is not a byte count; the batch below is the likely answer.
+                    guess, expected = hi - unit, None
+                elif galloping or stalled >= 2:  # the line keeps missing: halve the gap
                     guess, expected = lo + max(1, (hi - lo) // unit // 2) * unit, None
                 guess = min(max(guess, lo + unit), hi - unit)
             if expected is not None:
