@@ -19,8 +19,7 @@ def main() -> None:
     for line in Path(sys.argv[1]).read_text().splitlines():
         m = LINE.match(line)
         if m:
-            test = re.sub(r"@[^@/:]*$", "", m.group(3))  # loadgroup's group suffix
-            seconds[test] = seconds.get(test, 0.0) + float(m.group(1))
+            seconds[m.group(3)] = seconds.get(m.group(3), 0.0) + float(m.group(1))
     kept = {k: round(v, 1) for k, v in sorted(seconds.items()) if v >= 0.5}
     out = Path(__file__).with_name("durations.json")
     out.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n")

@@ -188,7 +188,7 @@ class _Watch:
 
 class WatchBook:
     """The watches of one traced program, in trace order, and the layouts
-    they were handed while :meth:`recording`."""
+    they were handed while :meth:`recording_deliveries` is held."""
 
     def __init__(self) -> None:
         self.watches: list[_Watch] = []

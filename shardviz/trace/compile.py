@@ -12,7 +12,6 @@ import time
 from .._adapters import jax as jax_adapter
 from .._adapters import keras as keras_adapter
 from .._adapters.jax import capturing_shardings, module_text, tracing_for
-from .._adapters.jax_records import NotRecordable
 from ..errors import OutOfMemory, Problem, ShardvizError
 from ..format import format_spec
 from ..layout.match import compiled as compiled_key
@@ -332,11 +331,13 @@ class _Cached:
         return compiled
 
     def keep(self, compiled, delivered: list, lines: list) -> None:
+        """Write the compile's entry; a compile that cannot be written as data
+        is simply not cached (never an error of the analysis)."""
         try:
             entry = cached_compile.entry_of_compile(
                 compiled, self.lowered, self.mesh, self.watches.watches, delivered, lines,
                 module_text(compiled))
-        except NotRecordable:
+        except Exception:  # noqa: BLE001 - NotRecordable, or a JAX object that moved
             return
         self._put(entry)
 
@@ -348,6 +349,8 @@ class _Cached:
             self.store.put(self.key, entry)
         except OSError as e:
             compile_cache.unusable(self.store, e)
+        except Exception:  # noqa: BLE001 - an entry that cannot be written is not kept
+            return
 
 
 def _kernel_not_partitioned(kernels: list, what: str, name: str, devices) -> ShardvizError:
