@@ -20,7 +20,7 @@ def main() -> None:
     import shardviz
 
     shardviz.simulate_devices(8)
-    from shardviz.model import hub_backbones as hb
+    from shardviz import hub as hb
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--classes", default="QwenBackbone,Llama3Backbone")

@@ -6,7 +6,7 @@ Run:  .venv/bin/python bench/bench_choose_map.py [--classes Llama3Backbone,...]
 
 Each backbone is built at its smallest preset's configuration (bfloat16,
 nothing allocated) and its candidates compiled with the TPU compiler for
-v5e:2x4 (batch=2 x model=4) at 16 x 512 tokens, as bench/hub_maps.py does.
+v5e:2x4 (batch=2 x model=4) at 16 x 512 tokens, as bench/records/hub_maps.py does.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def main() -> None:
     import shardviz
 
     shardviz.simulate_devices(8)
-    from shardviz.model import hub_backbones as hb
+    from shardviz import hub as hb
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--classes", default="Llama3Backbone,Phi3Backbone")

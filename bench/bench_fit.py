@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE / "chip"))
+sys.path.insert(0, str(HERE / "records" / "chip"))
 
 SEQ = 1024
 
@@ -76,7 +76,7 @@ def largest(name: str) -> None:
 def llama_8b_compiled():
     """Llama 3.1 8B built with keras-hub at its published configuration, with
     its output projection, compiled as a causal LM trains (AdamW, cross-entropy
-    on token ids; bench/calibrate_step_time.py)."""
+    on token ids; bench/records/calibrate_step_time.py)."""
     from calibrate_step_time import llama31_8b
 
     return llama31_8b()

@@ -23,13 +23,13 @@ from .errors import OutOfMemory, Problem, ShardvizError
 from .format import plural
 from .layout.assign import output_layouts, variable_layouts
 from .layout.geometry import mesh_model
-from .layout.match import compiled
+from .matching.match import compiled
 from .model.inputs import TokenBatch, positive
 from .model.scan import Scan
 from .model.scan import scan as scan_model
-from .model.tuning import Tuning
 from .plan import as_bytes, as_plan, check_processes
 from .report import Report
+from .report.settings import Settings
 from .target import Target, parse_target
 from .trace import Trace
 from .trace import trace as run_trace
@@ -43,6 +43,7 @@ __all__ = ["BLOCKING", "analyze", "ranking_compiles"]
 
 
 def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
+            settings: Settings | None = None,
             labels: object = None, mode: str | None = None, train_step: bool = False,
             optimizer: object = None,
             progress: Callable[[str], object] | bool | None = None,
@@ -71,6 +72,10 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             ``DataParallel`` / ``LayoutMap``, or a plan dict.
         inputs: model inputs: arrays, shapes such as ``(8, 128)``,
             ``jax.ShapeDtypeStruct``s, or a list or dict of these.
+        settings: every keyword below at once, as one
+            :class:`~shardviz.report.settings.Settings` (``report.settings``
+            of an earlier analysis, edited with ``.replace()``); keywords
+            given beside it that differ from their defaults replace its values.
         labels: with ``train_step``: the labels ``model.fit`` would take as
             ``y``, in the same forms as ``inputs`` (a bare shape is float32).
             A compiled model whose loss needs labels must be given them. A
@@ -127,9 +132,22 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
             open after the batch set to ``seq``.
     """
     start = time.perf_counter()
-    tuning = Tuning(dtype=dtype, lora_rank=lora_rank,
-                    lora_layers=tuple(lora_layers) if lora_layers is not None else None,
-                    quantize=quantize, remat=tuple(remat) if isinstance(remat, list) else remat)
+    asked = (settings if settings is not None else Settings()).given(
+        inputs=inputs, labels=labels, mode=mode, train_step=train_step, optimizer=optimizer,
+        progress=progress, replicated_threshold=replicated_threshold,
+        abstract_mesh=abstract_mesh, target=target, slices=slices, dcn_axes=dcn_axes,
+        processes=processes, dtype=dtype, lora_rank=lora_rank, lora_layers=lora_layers,
+        quantize=quantize, remat=remat, batch=batch, seq=seq)
+    return _analyze(model_or_builder, plan, asked, start)
+
+
+def _analyze(model_or_builder: object, plan: object, asked: Settings, start: float) -> Report:
+    """:func:`analyze` with its settings as one value."""
+    tuning = asked.tuning
+    inputs, labels, mode, train_step = asked.inputs, asked.labels, asked.mode, asked.train_step
+    optimizer, progress, abstract_mesh = asked.optimizer, asked.progress, asked.abstract_mesh
+    target, slices, dcn_axes, processes = asked.target, asked.slices, asked.dcn_axes, asked.processes
+    replicated_threshold, batch, seq = asked.replicated_threshold, asked.batch, asked.seq
     given_optimizer = optimizer
     optimizer = _optimizer(optimizer)
     stages = _progress(progress)
@@ -212,7 +230,7 @@ def analyze(model_or_builder: object, plan: object, inputs: object = None, *,
                        optimizer=given_optimizer,
                        replicated_threshold=replicated_threshold, abstract_mesh=abstract_mesh,
                        target=target, slices=slices, dcn_axes=dcn_axes, processes=processes),
-        reanalyse=analyze,
+        settings=asked, reanalyse=analyze,
     )
 
 

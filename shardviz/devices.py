@@ -58,7 +58,7 @@ def quiet_tpu_runtime() -> tuple[str, ...]:
     unset) so that it starts without its start-up warnings, and return the
     names set. Nothing changes on a machine with chips, when libtpu is not
     installed, or when ``SHARDVIZ_VERBOSE`` is set."""
-    if os.environ.get(VERBOSE_ENV, "0") not in ("", "0") or _no_libtpu():
+    if os.environ.get(VERBOSE_ENV, "0") not in ("", "0") or no_libtpu():
         return ()
     from ._adapters.jax import tpu_chips_here
 
@@ -256,12 +256,12 @@ def quiet_start_up() -> contextlib.AbstractContextManager[list[str]]:
     return filtering_stderr(lambda line: _quiet_line(_LIBRARY_START_UP, line))
 
 
-def _quiet_stderr() -> contextlib.AbstractContextManager[list[str]]:
+def quiet_stderr() -> contextlib.AbstractContextManager[list[str]]:
     """libtpu's start-up lines kept off stderr while it describes a
     topology; every other line passes."""
     return filtering_stderr(_tpu_start_up_line)
 
 
-def _no_libtpu() -> bool:
+def no_libtpu() -> bool:
 
     return importlib.util.find_spec("libtpu") is None

@@ -1,9 +1,9 @@
 """The import path notebook 02 once taught: ``from shardviz.match import match_path``.
 
-Rule matching lives in :mod:`shardviz.layout.match`; ``shardviz.match_path``
+Rule matching lives in :mod:`shardviz.matching.match`; ``shardviz.match_path``
 is the public name.
 """
 
-from .layout.match import match_path
+from .matching.match import match_path
 
 __all__ = ["match_path"]

@@ -59,3 +59,45 @@ def test_few_modules_at_the_root_and_none_too_long():
     long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"split these by topic (at most {MAX_LINES} lines each): {long}"
+
+
+def private_names_crossing(source: str, module: str, path: pathlib.Path) -> list[str]:
+    """``name (line)`` for each private name (one leading underscore) that
+    ``module`` imports from another shardviz module, or reads as an attribute
+    of a shardviz module it imported: what is shared gets a public name."""
+    import ast
+
+    from test_structure import shardviz_imports
+
+    out = [f"{target}.{name} (line {line})"
+           for target, line, _inside, names in shardviz_imports(module, path, source)
+           for name in names if name.startswith("_") and not name.startswith("__")]
+    tree = ast.parse(source)
+    modules = {alias.asname or alias.name for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "")
+                                                        .startswith("shardviz"))
+               for alias in node.names}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in modules and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            out.append(f"{node.value.id}.{node.attr} (line {node.lineno})")
+    return out
+
+
+def test_no_private_name_crosses_a_module_border():
+    from test_structure import MODULES
+
+    found = {name: crossing for name, path in MODULES.items()
+             if (crossing := private_names_crossing(path.read_text(), name, path))}
+    assert not found, f"private names used across modules (give them public names): {found}"
+
+
+def test_the_private_name_check_sees_an_import_and_an_attribute():
+    from test_structure import MODULES
+
+    name = "shardviz.explain.why"
+    source = ("from .rows import _secret\nfrom .. import devices\n"
+              "def f():\n    return devices._quiet()\n")
+    found = private_names_crossing(source, name, MODULES[name])
+    assert found == ["shardviz.explain.rows._secret (line 1)", "devices._quiet (line 4)"]

@@ -16,7 +16,8 @@ import pytest
 import shardviz
 from shardviz import Plan, ShardvizError, cli, examples
 from shardviz.plan import MAX_AXES, MAX_MESH_SIZE, as_bytes
-from shardviz.planner import _meshes, divisors, factorisations, mesh_count, suggest, sweep
+from shardviz.planner import suggest, sweep
+from shardviz.strategy import divisors, factorisations, mesh_count, mesh_shapes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RULES = {".*up/kernel": (None, "model"), ".*down/kernel": ("model", None)}
@@ -68,7 +69,7 @@ def test_factorisations_are_found_by_trial_division():
         assert factorisations(n) == [(n // m, m) for m in divisors(n)]
     for n in [1, 8, 12, 2048]:
         for k in [1, 2, 3, 4]:
-            meshes = _meshes([f"a{i}" for i in range(k)], n)
+            meshes = mesh_shapes([f"a{i}" for i in range(k)], n)
             assert mesh_count(n, k) == len(meshes)
             assert all(np.prod(list(m.values())) == n for m in meshes)
 

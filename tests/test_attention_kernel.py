@@ -80,7 +80,7 @@ def test_a_length_the_kernel_refuses_falls_back_without_a_traceback_on_stderr(ca
 def test_the_chip_record_shows_keras_kernel_path_causal_and_unscaled():
     """On a v5e chip, keras.ops.dot_product_attention's kernel path equals
     XLA's causal attention with scale=1, for is_causal False and True, and
-    differs from what was asked by up to 4.6 (bench/chip/attention_probe.py)."""
+    differs from what was asked by up to 4.6 (bench/probes/chip_attention.py)."""
     import json
     import pathlib
 

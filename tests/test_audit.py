@@ -293,7 +293,7 @@ def test_ranking_compiles_give_the_collectives_and_bytes_of_a_default_compile():
 
 @hub
 def test_expert_weights_the_map_leaves_whole_are_found():
-    from shardviz.model import hub_backbones as hb
+    from shardviz import hub as hb
 
     audit = shardviz.audit(hb.builder("QwenMoeBackbone"), "QwenMoeBackbone",
                            mesh={"batch": 2, "model": 4}, replicated_bytes=0)

@@ -1,8 +1,8 @@
-"""The records made on a real TPU v5e chip (``bench/chip/record.py``;
+"""The records made on a real TPU v5e chip (``bench/records/chip/record.py``;
 ``tests/data/chip/v5e-1x1.jsonl``) say what made them and hold what a
 comparison needs: whether ``model.fit`` ran or the compiler refused it, and
 the chip compiler's ``memory_analysis()`` of the program fit ran.
-``bench/chip/compare.py`` prints shardviz's answers beside them.
+``bench/records/chip/compare.py`` prints shardviz's answers beside them.
 """
 
 import json
@@ -12,7 +12,7 @@ import sys
 import shardviz  # noqa: F401
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench" / "chip"))
+sys.path.insert(0, str(ROOT / "bench" / "records" / "chip"))
 import importlib.util  # noqa: E402
 
 import compare  # noqa: E402
@@ -43,7 +43,7 @@ def test_the_chips_compiler_checks_the_peak_not_the_sum_of_the_buffers():
     """keras-hub's GPT-2 (124M) fine-tuned with model.fit on the chip: batch 33 ran with
     buffers that sum past the chip's 15.75 GiB, since what is live at once (the peak)
     is under it; batch 34 was refused. shardviz's search gave batch 33 as the largest
-    (bench/chip/compare.py compares the figures)."""
+    (bench/records/chip/compare.py compares the figures)."""
     capacity = 16911433728  # the 15.75 GiB the compiler says a v5e chip has
     edge, refused = RECORDS["hub_gpt2_fit_b33"], RECORDS["hub_gpt2_fit_b34"]
     assert edge["ran"] and not refused["ran"]
@@ -74,7 +74,7 @@ def test_an_answer_over_the_capacity_that_fits_says_its_peak():
 
 # Cases light enough for CI beside another test worker: the encoder's predict and the
 # dict-input model's fit at batch 4 (its compile takes seconds; at batch 32 it takes over a
-# minute). The 335M decoder's compiles need several GB each; run bench/chip/compare.py for
+# minute). The 335M decoder's compiles need several GB each; run bench/records/chip/compare.py for
 # every record (docs/CHIP.md holds its output).
 CASES = ["dict_model_fit_b4", "encoder_predict_b64"]
 

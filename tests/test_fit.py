@@ -276,7 +276,7 @@ def test_the_batch_fit_returns_is_the_one_the_tpu_compiler_fits_keras_own_step(w
     with pytest.raises(Exception, match="RESOURCE_EXHAUSTED"):
         compile_train_step_for_tpu(model, (batch + 1, 2**16), (batch + 1, 2**16))
     # And the real chip: model.fit ran this model at that batch on a v5e chip, in a
-    # fresh process, and was refused at the next (bench/chip/edge.py).
+    # fresh process, and was refused at the next (bench/probes/chip_edge.py).
     fresh = {r["batch"]: r for r in chip_records("v5e-1x1-edge.jsonl")
              if r["case"].startswith("wide_fit") and not r["earlier_in_process"]}
     assert fresh[batch]["ran"] and fresh[batch]["device_kind"] == "TPU v5 lite"

@@ -180,9 +180,9 @@ def test_the_planner_splits_each_grouped_convolutions_input_and_keras_trains_it_
 
 def test_the_planners_reason_for_the_rule_names_the_convolution_and_the_factor():
     from shardviz.model.scan import scan
-    from shardviz.planner.strategies import _strategies
+    from shardviz.strategy.strategies import candidate_plans
 
-    for _, plan, reasons in _strategies(scan(dense_then_depthwise), 8):
+    for _, plan, reasons in candidate_plans(scan(dense_then_depthwise), 8):
         mesh = plan.mesh_dict
         if mesh["batch"] > 1 and mesh["model"] > 1:
             reason = reasons["down/output"]
@@ -198,7 +198,7 @@ def test_a_sequence_parallel_candidate_leaves_a_grouped_convolutions_input_to_it
     import re
 
     from shardviz.model.scan import scan
-    from shardviz.planner.strategies import _strategies
+    from shardviz.strategy.strategies import candidate_plans
 
     def build():
         import keras
@@ -210,7 +210,7 @@ def test_a_sequence_parallel_candidate_leaves_a_grouped_convolutions_input_to_it
         x = keras.layers.Conv1D(32, 3, padding="same", groups=32, name="mix")(x)
         return keras.Model(inputs, keras.layers.Dense(32, name="out")(x))
 
-    candidates = _strategies(scan(build), 8)
+    candidates = candidate_plans(scan(build), 8)
     assert any("sequence" in label for label, _, _ in candidates)
     for label, plan, _ in candidates:
         mesh = plan.mesh_dict

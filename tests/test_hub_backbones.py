@@ -1,4 +1,4 @@
-"""Every keras-hub transformer backbone of shardviz.model.hub_backbones, at a
+"""Every keras-hub transformer backbone of shardviz.hub, at a
 reduced size that keeps its structure: shardviz.layout_map_for's map builds
 under Keras's own ModelParallel on 8 simulated devices, splits the model, and
 is no worse than the map the class ships, in memory per device and collective
@@ -14,9 +14,9 @@ shardviz.simulate_devices(8)
 import keras  # noqa: E402
 from hub_compile import build_and_compile  # noqa: E402
 
+from shardviz import hub as hb  # noqa: E402
 from shardviz.errors import ShardvizError  # noqa: E402
-from shardviz.model import hub_backbones as hb  # noqa: E402
-from shardviz.planner.specs import FSDP_MIN_BYTES  # noqa: E402
+from shardviz.strategy.specs import FSDP_MIN_BYTES  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not HAVE_HUB, reason="keras-hub is not installed")
 
@@ -116,7 +116,7 @@ def check_the_map(name):
 
 
 def test_every_backbone_was_verified_on_two_processes_forward_and_train_step():
-    """The records bench/hub_verify.py wrote: each backbone's map run on 2 processes
+    """The records bench/records/hub_verify.py wrote: each backbone's map run on 2 processes
     (forward pass and one model.fit step) agreed with one process. CI verifies three
     of them live (Llama 3, Gemma and Mistral, in notebooks/09_keras_hub.ipynb), and
     keras-hub's own Llama map (tests/test_multihost.py)."""

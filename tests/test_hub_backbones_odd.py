@@ -7,7 +7,7 @@ import pytest
 from needs import HAVE_HUB
 from test_hub_backbones import check_the_map
 
-from shardviz.model import hub_backbones as hb
+from shardviz import hub as hb
 
 pytestmark = pytest.mark.skipif(not HAVE_HUB, reason="keras-hub is not installed")
 

@@ -1,7 +1,8 @@
 """No import cycles in the package, lazy imports (inside functions)
 included: each module can be understood from the ones below it. The one
-exception is a Report's methods, which import renderers to draw themselves
-and ``explain`` to answer ``report.why(i)``."""
+exception is display methods, which import renderers to draw themselves: a
+Report's (and ``explain``, to answer ``report.why(i)``), and the composers'
+results' (``_repr_html_``, ``__str__``, ...)."""
 
 from __future__ import annotations
 

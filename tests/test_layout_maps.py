@@ -2,7 +2,7 @@
 built under Keras's own ModelParallel. Its maps for Mistral, Llama 3 and
 Gemma are verified on two processes, forward pass and train step, by
 notebooks/09_keras_hub.ipynb, which ``make test`` runs; every backbone's by
-bench/hub_verify.py (tests/test_hub_backbones.py reads its records)."""
+bench/records/hub_verify.py (tests/test_hub_backbones.py reads its records)."""
 
 import pytest
 from needs import HAVE_HUB

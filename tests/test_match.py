@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardviz.layout.match import RuleMatcher, match_path, near_misses, rule_usage, suggest_key
+from shardviz.matching.match import RuleMatcher, match_path, near_misses, rule_usage, suggest_key
 
 kd = keras.distribution
 MESH = kd.DeviceMesh((8,), ("model",), [f"cpu:{i}" for i in range(8)])

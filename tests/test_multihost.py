@@ -14,7 +14,7 @@ import pytest
 
 import shardviz
 from shardviz import ShardvizError, examples
-from shardviz.multihost import _compare, _predicted
+from shardviz.multihost import compare_shards, predicted_shards
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -187,16 +187,16 @@ def test_a_hanging_worker_is_stopped_at_the_time_limit_saying_what_it_was_doing(
 def test_a_disagreement_is_one_line_naming_host_device_and_tensor():
     report = shardviz.analyze(examples.mlp, examples.megatron_plan(), inputs=(8, 16),
                               processes=2)
-    variables, outputs = _predicted(report)
+    variables, outputs = predicted_shards(report)
     results = []
     for host, devices in ((0, [0, 1, 2, 3]), (1, [4, 5, 6, 7])):
         results.append({
             "process": host, "local_devices": devices,
             "variables": {p: [[d, shards[d]] for d in devices] for p, shards in variables.items()},
             "outputs": [[[d, out[d]] for d in devices] for out in outputs]})
-    assert _compare(report, results, 2) == ([], 2 * 4 * (len(variables) + len(outputs)))
+    assert compare_shards(report, results, 2) == ([], 2 * 4 * (len(variables) + len(outputs)))
     results[1]["variables"]["up/kernel"][0][1] = [[0, 16], [0, 64]]  # a whole copy
-    lines, _ = _compare(report, results, 2)
+    lines, _ = compare_shards(report, results, 2)
     assert lines == ["host 1, mesh position 4: up/kernel holds [0:16, 0:64], shardviz "
                      "predicted [0:16, 0:16]"]
 

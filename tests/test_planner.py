@@ -8,7 +8,7 @@ from needs import tpu
 
 import shardviz
 from shardviz import Plan, ShardvizError, examples
-from shardviz.planner import roles, rules_for
+from shardviz.strategy import roles, rules_for
 
 
 def builds_under(plan, builder):
@@ -90,7 +90,7 @@ def test_roles_come_from_shapes_not_names():
 
 def test_grouped_query_key_value_dense_kernels_and_conv_kernels_get_their_roles():
     pytest.importorskip("keras_hub")
-    from shardviz.model import hub_backbones as hb
+    from shardviz import hub as hb
 
     # SmolLM3 writes query, key and value as Dense layers (4 query heads per kv head) and
     # builds every layer's output projection under one path; Moonshine has a Conv1D stem.
@@ -141,16 +141,16 @@ def test_a_lone_square_projection_after_a_fused_query_key_value_one_narrows_back
     # readings are candidates, and the compiled figures choose between them.
     import jax
 
-    from shardviz.planner.strategies import VARIANT_LABELS
+    from shardviz.strategy.strategies import VARIANT_LABELS
 
     choice = shardviz.planner.choose_map(s, {"batch": 2, "model": 4},
                                          inputs=jax.ShapeDtypeStruct((8, 8, 32), "float32"))
     other = "data × tensor parallel" + VARIANT_LABELS["column"]
     assert list(choice.candidates.label) == ["data × tensor parallel", other]
     assert choice.candidates.builds.all() and (choice.candidates.bytes_per_device > 0).all()
-    from shardviz.planner.strategies import _strategies
+    from shardviz.strategy.strategies import candidate_plans
 
-    plans = {label: plan for label, plan, _ in _strategies(s, 8, sequence=False)
+    plans = {label: plan for label, plan, _ in candidate_plans(s, 8, sequence=False)
              if plan.mesh_dict == {"batch": 2, "model": 4}}
     proj = {label: tuple(shardviz.analyze(s, plans[label]).variables.set_index("path")
                          .loc["attention/proj/kernel", "spec"]) for label in plans}
@@ -365,7 +365,7 @@ def test_mixture_of_experts_weights_are_split_by_expert_and_the_router_stays_who
     import keras_hub
 
     from shardviz.model.scan import scan
-    from shardviz.planner import tensor_parallel_specs
+    from shardviz.strategy import tensor_parallel_specs
 
     def moe():
         return keras_hub.models.QwenMoeBackbone(
@@ -392,11 +392,11 @@ def test_each_reason_of_a_compiled_candidate_is_checked_against_its_program(name
     a column-parallel one, a combine for a split embedding) is compared with the
     collectives XLA put in those layers, and shown confirmed or corrected."""
     pytest.importorskip("keras_hub")
-    from shardviz.model import hub_backbones
+    from shardviz import hub
     from shardviz.model.inputs import TokenBatch
-    from shardviz.planner.reason_checks import layer_collectives
+    from shardviz.strategy.reason_checks import layer_collectives
 
-    scan = shardviz.scan(hub_backbones.builder(name))
+    scan = shardviz.scan(hub.builder(name))
     found = shardviz.suggest(scan, devices=8, inputs=TokenBatch(scan.model, 32).at(8),
                              prefer="memory", top=1)
     best = found[0]  # the least memory: split over the model axis
@@ -420,10 +420,10 @@ def test_a_budget_a_shipped_map_meets_is_never_met_with_nothing():
     pytest.importorskip("keras_hub")
     import keras_hub
 
-    from shardviz.model import hub_backbones
-    from shardviz.planner.meshes import keras_mesh
+    from shardviz import hub
+    from shardviz.strategy.meshes import keras_mesh
 
-    build = hub_backbones.builder("LlamaBackbone")
+    build = hub.builder("LlamaBackbone")
     mesh = {"batch": 2, "model": 4}
     shipped = shardviz.analyze(build, shardviz.Plan.from_keras(
         keras_hub.models.LlamaBackbone.get_layout_map(keras_mesh(mesh))))

@@ -18,7 +18,7 @@ import pytest
 from deadlines import deadline
 
 from shardviz import Plan
-from shardviz.layout.match import RuleMatcher, may_backtrack, regex_error, rule_usage
+from shardviz.matching.match import RuleMatcher, may_backtrack, regex_error, rule_usage
 
 LONG = "a" * 40
 PATHS = [LONG, LONG + "/kernel", "dense/kernel", "decoder_block_10/attention/query/kernel"]
@@ -39,7 +39,7 @@ def in_child(code: str, timeout: float = 60) -> dict:
 def test_a_backtracking_key_is_refused_in_bounded_time_naming_the_path(key):
     answer = in_child(f"""
         import json, time
-        from shardviz.layout.match import RuleMatcher, regex_error, rule_usage
+        from shardviz.matching.match import RuleMatcher, regex_error, rule_usage
         paths, key = {PATHS!r}, {key!r}
         start = time.perf_counter()
         matches = RuleMatcher(paths).match([key, ".*kernel"])

@@ -364,7 +364,7 @@ def test_incremental_matching_equals_a_fresh_match():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from shardviz.layout.match import RuleMatcher
+    from shardviz.matching.match import RuleMatcher
 
     paths = [f"block_{i}/{name}/{w}" for i in range(6) for name in ("up", "down", "attn")
              for w in ("kernel", "bias")]

@@ -15,7 +15,7 @@ import shardviz
 from shardviz.target import MEASURED_STEPS, expected_step
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "records"))
 
 import calibrate_step_time  # noqa: E402
 import needs  # noqa: E402

@@ -3,18 +3,21 @@ every private Keras or JAX API is reached only from ``shardviz/_adapters/``.
 
 Layers, lowest first (docs/ARCHITECTURE.md), each a package you see in ``ls``:
 
-0. base: ``errors``, ``format``
+0. base: ``errors``, ``format``, ``matching/`` (rule matching, which imports nothing else)
 1. adapters: ``_adapters/*`` (every private Keras and JAX use)
 2. values: ``plan/``, ``model/``, ``layout/``, ``target/``, ``checks/``,
    ``devices``, ``examples``
 3. trace: ``trace/*``
 4. assembly: ``analysis``, ``report/``
-5. composers: ``explain/``, ``planner/`` (they read Reports and ask ``analyze`` again)
+5. composers: ``strategy/``, ``explain/``, ``planner/``, ``diagnosis/`` (they read Reports
+   and ask ``analyze`` again)
 6. render: ``render/*``
-7. outer: ``widgets/*``, ``cli/``, ``__main__``, ``multihost/``
+7. outer: ``widgets/*``, ``cli/``, ``__main__``, ``multihost/``, ``hub/`` (the keras-hub catalogue)
 
 A module imports only from its own layer or below. The Report may import a
-renderer lazily, inside a method (its display methods), never at the top.
+renderer lazily, inside a method (its display methods), never at the top; so
+may a composer's result class (a FitAnswer, a Candidate, an Audit, an
+Explanation), inside its display methods only.
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "shardviz"
 
-BASE = {"errors", "format"}
+BASE = {"errors", "format", "matching"}
 VALUES = {"plan", "model", "layout", "target", "checks", "devices", "examples", "match"}
 ASSEMBLY = {"analysis", "report"}
-COMPOSERS = {"explain", "planner"}
-OUTER = {"widgets", "cli", "__main__", "multihost"}
+COMPOSERS = {"strategy", "explain", "planner", "diagnosis"}
+OUTER = {"widgets", "cli", "__main__", "multihost", "hub"}
 LAYERS = [BASE, {"_adapters"}, VALUES, {"trace"}, ASSEMBLY, COMPOSERS, {"render"}, OUTER]
 OUTERMOST = 7
 
@@ -65,22 +68,24 @@ def _package_of(module: str, path: pathlib.Path) -> str:
 
 def shardviz_imports(module: str, path: pathlib.Path, source: str | None = None,
                      skip_type_checking: bool = False):
-    """``(imported module, line, inside a function, names)`` for every import
-    of a shardviz module in ``module`` (with ``skip_type_checking``, not
-    those under ``if TYPE_CHECKING:``, which never run)."""
+    """``(imported module, line, inside, names)`` for every import of a
+    shardviz module in ``module``, ``inside`` the name of the innermost
+    function around it ("" at the module's top) (with
+    ``skip_type_checking``, not those under ``if TYPE_CHECKING:``, which
+    never run)."""
     tree = ast.parse(source if source is not None else path.read_text())
-    functions = set()
+    functions: dict[int, str] = {}
     typing_only = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(tree):  # breadth first: an inner function's name comes last
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.update(id(n) for n in ast.walk(node) if n is not node)
+            functions.update((id(n), node.name) for n in ast.walk(node) if n is not node)
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             typing_only.update(id(n) for n in ast.walk(node) if n is not node)
     found = []
     for node in ast.walk(tree):
         if skip_type_checking and id(node) in typing_only:
             continue
-        inside = id(node) in functions
+        inside = functions.get(id(node), "")
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "shardviz" or alias.name.startswith("shardviz."):
@@ -105,12 +110,24 @@ def shardviz_imports(module: str, path: pathlib.Path, source: str | None = None,
     return found
 
 
-def report_method_import(module: str, target: str, inside: bool) -> bool:
-    """The one allowed upward import: a Report's methods (never its module's
-    top) hand the Report to what reads it, renderers to draw itself
-    (``show``, ``_repr_html_``) and ``explain`` for ``report.why(i)``."""
-    return (inside and (module == "shardviz.report" or module.startswith("shardviz.report."))
-            and target.startswith(("shardviz.render.", "shardviz.explain")))
+DISPLAY_METHODS = {"_repr_html_", "__str__", "_repr_pretty_", "__rich_console__",
+                   "text_block"}
+"""The methods a result draws itself with (``text_block``: an Explanation's
+text at a width)."""
+
+
+def report_method_import(module: str, target: str, inside: str) -> bool:
+    """The allowed upward imports, never at a module's top: a Report's
+    methods hand the Report to what reads it, renderers to draw itself
+    (``show``, ``_repr_html_``) and ``explain`` for ``report.why(i)``; a
+    composer's result (layer 5) draws itself with a renderer, in its display
+    methods only."""
+    if not inside:
+        return False
+    if module == "shardviz.report" or module.startswith("shardviz.report."):
+        return target.startswith(("shardviz.render.", "shardviz.explain"))
+    return (layer_of(module) == LAYERS.index(COMPOSERS) and inside in DISPLAY_METHODS
+            and target.startswith("shardviz.render."))
 
 
 def layering_violations(module: str, path: pathlib.Path, source: str | None = None):
@@ -147,9 +164,18 @@ def test_the_layering_check_sees_a_wrong_import():
     assert not layering_violations("shardviz.report", PACKAGE / "report" / "__init__.py", lazy)
     lazy = "def show(self):\n    from .render.text import report_text\n"
     assert layering_violations("shardviz.analysis", PACKAGE / "analysis.py", lazy)
+    shown = "def _repr_html_(self):\n    from ..render.fit_view import html\n"
+    assert not layering_violations("shardviz.planner.fit_answer",
+                                   PACKAGE / "planner" / "fit_answer.py", shown)
+    assert layering_violations("shardviz.planner.fit_answer", PACKAGE / "planner" / "fit_answer.py",
+                               shown.replace("_repr_html_", "best"))
+    assert layering_violations("shardviz.planner.fit_answer", PACKAGE / "planner" / "fit_answer.py",
+                               "from ..render.fit_view import html\n")
+    assert layering_violations("shardviz.planner.fit_answer", PACKAGE / "planner" / "fit_answer.py",
+                               shown.replace("render.fit_view", "widgets.tabs.fit"))
     upward = "from ..explain import Explanation\n"
     assert layering_violations("shardviz.planner", PACKAGE / "planner" / "__init__.py", "")  == []
-    assert layering_violations("shardviz.layout.match", PACKAGE / "layout" / "match.py", upward)
+    assert layering_violations("shardviz.matching.match", PACKAGE / "matching" / "match.py", upward)
 
 
 # ----------------------------------------------------------- private APIs

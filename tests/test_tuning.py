@@ -192,13 +192,13 @@ def test_a_rule_that_no_longer_fits_an_int4_kernel_names_rule_and_variable():
 
 def test_lora_factors_no_rule_reaches_are_named_and_suggest_splits_them():
     from shardviz.model.scan import scan
-    from shardviz.planner.strategies import _strategies
+    from shardviz.strategy.strategies import candidate_plans
 
     lora = scan(examples.transformer_block, tuning=Tuning(lora_rank=4))
     missed = shardviz.analyze(lora, examples.transformer_plan())
     (note,) = missed.problems_of("lora-unmatched")
     assert note.path == "attn/query/lora_kernel_a" and "(None, 'model', None)" in note.hint
-    plan = next(p for label, p, _ in _strategies(lora, 8) if label == "data × tensor parallel")
+    plan = next(p for label, p, _ in candidate_plans(lora, 8) if label == "data × tensor parallel")
     assert any("lora_kernel" in r.key for r in plan.rules)
     without = plan.with_rules([(r.key, r.axes) for r in plan.rules if "lora" not in r.key])
     split = shardviz.analyze(lora, plan, inputs=(8, 16, 64), train_step=True)

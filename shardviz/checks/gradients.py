@@ -6,7 +6,7 @@ Keras's ``ModelParallel`` lays the batch over its batch axis only, so on a
 mesh with other axes each device holds a copy of its rows. XLA's partitioner
 then sums the partial kernel gradients of a grouped convolution over every
 device, the copies included: the gradient comes out as many times too large
-as there are copies. ``bench/depthwise_gradient.py`` measures it, with jax
+as there are copies. ``bench/probes/depthwise_gradient.py`` measures it, with jax
 0.10.2 and 0.12.0.1 on the CPU: in a jitted gradient, and in Keras's own
 train step (``model.fit`` under ``ModelParallel`` with no rules), 4 times the
 right update on ``batch=2 × model=4`` and 2 times on ``4 × 2``. The TPU
@@ -32,7 +32,7 @@ from ..model.scan import Scan
 from ..plan import Plan
 
 MEASURED_JAX = ("0.10.2", "0.12.0.1")
-"""The jax releases bench/depthwise_gradient.py measured."""
+"""The jax releases bench/probes/depthwise_gradient.py measured."""
 
 
 def grouped_convolutions(model) -> list:
@@ -82,7 +82,7 @@ def grouped_inputs(scan: Scan, layers: list | None = None) -> list[GroupedInput]
     convolution's input's. Where that output's channels are split over the
     mesh's other axes (an ``/output`` rule, or the layer's kernel split on its
     output features), XLA computes the kernel gradient right
-    (``bench/depthwise_gradient.py``). ``layers``: the model's grouped
+    (``bench/probes/depthwise_gradient.py``). ``layers``: the model's grouped
     convolutions, where the caller has them already."""
     layers = grouped_convolutions(scan.model) if layers is None else layers
     index = {o.layer_path: i for i, o in enumerate(scan.outputs)}
@@ -217,7 +217,7 @@ def gradient_problems(scan: Scan, plan: Plan, traced=None) -> list[Problem]:
         f"'{batch}' ({split} devices) and copies each row over {others}, and XLA can sum a "
         f"grouped convolution's partial kernel gradients over all {devices} devices, copies "
         f"included. Measured with jax {' and '.join(MEASURED_JAX)} in Keras's own train step "
-        "(bench/depthwise_gradient.py); the TPU compiler's program sums over every device "
+        "(bench/probes/depthwise_gradient.py); the TPU compiler's program sums over every device "
         "too. It is right where XLA splits the convolution's input channels over those axes.",
         hint="Analyze the train step (train_step=True, with inputs and labels): its compiled "
         "program shows whether the gradient is summed over the copies. To train such a model, "
@@ -261,7 +261,7 @@ def _compiled(traced, layers, names, mesh: dict, batch: str, model) -> list[Prob
         f"({_listed(list(found))}) over {axes} too, where each device holds a "
         f"copy of the same rows: the gradient comes out {copies} times too large. Keras lays "
         f"the batch over '{batch}' only. Measured with jax {' and '.join(MEASURED_JAX)} in "
-        "Keras's own train step (bench/depthwise_gradient.py); the forward pass is right.",
+        "Keras's own train step (bench/probes/depthwise_gradient.py); the forward pass is right.",
         hint=f"Split these convolutions' input channels over {axes} (an /output rule that "
         "splits the channels of the layer before each; shardviz.suggest and "
         "shardviz.layout_map_for write them), or lay the batch over every device (a 1-D mesh, "

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ..errors import Problem
 from ..format import plural
-from ..layout.match import Match, regex_error, rule_usage
+from ..matching.match import Match, regex_error, rule_usage
 from ..model.scan import Scan
 from ..plan import Plan
 

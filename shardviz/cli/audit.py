@@ -59,7 +59,7 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..planner import audit
+    from ..diagnosis import audit
 
     if args.layout_map and (args.plan or args.rule):
         raise UsageError("give either --layout-map or a plan (--plan, --rule), not both")
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give the map: --layout-map CLASS, or --plan / --mesh with --rule")
     if (args.inputs or args.batch or args.seq) and not args.target:
         # The forward pass is compiled on simulated CPU devices, as many as the mesh has.
-        from ..planner.audit import CLASS_MESH
+        from ..diagnosis.audit import CLASS_MESH
 
         main = mesh or (layout.mesh_dict if isinstance(layout, Plan) else None) or CLASS_MESH
         use_devices(math.prod(main.values()))

@@ -70,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
                      progress=progress, **tuning_of(args))
     print(answer)
     if args.html:
-        from ..render.fit_html import fit_html_file
+        from ..render.fit_view import html_file
 
-        page = fit_html_file(answer, f"shardviz fit: {args.builder}").encode("utf-8")
+        page = html_file(answer, f"shardviz fit: {args.builder}").encode("utf-8")
         write_file(args.html, "--html", lambda f: f.write(page))
         if not args.quiet:
             print(f"shardviz: wrote {args.html}", file=sys.stderr)

@@ -31,7 +31,7 @@ report) and ``why`` (:func:`explain_collective`).
 from .cache import Cache, cache_of
 from .explanation import NO_RULE, Explanation, Meeting, Tried
 from .fixes import MAX_CANDIDATES
-from .rows import _row as _row  # Report.why
+from .rows import collective_row as collective_row  # Report.why
 from .why import explain_collective
 
 __all__ = [

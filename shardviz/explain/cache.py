@@ -13,7 +13,7 @@ from ..plan import Plan
 from .explanation import Explanation
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..report import Report, Settings
 
 
 @dataclasses.dataclass
@@ -39,17 +39,17 @@ def cache_of(report: Report) -> Cache:
         return cache
 
 
-def _analyse(report: Report, plan: Plan, args: dict) -> Report:
-    """``plan`` analysed like ``report`` with ``args``, kept on the report
-    so that explaining its other collectives does not compile it again."""
+def analysed(report: Report, plan: Plan, settings: Settings) -> Report:
+    """``plan`` analysed with ``report``'s scan and ``settings``, kept on the
+    report so that explaining its other collectives does not compile it again."""
     analyze = report._reanalyse
     if analyze is None:
         raise ShardvizError(
             "This report was not made by shardviz.analyze, so why() cannot analyse other "
             "plans to find a fix.", hint="Call explain_collective(report, i, search=False), "
             "or analyse the model with shardviz.analyze.")
-    key = (plan, tuple(sorted((k, repr(v)) for k, v in args.items())))
+    key = (plan, tuple((k, repr(v)) for k, v in settings.as_dict().items()))
     cache = cache_of(report).counterfactuals
     if key not in cache:
-        cache[key] = analyze(report.scan, plan, **args)
+        cache[key] = analyze(report.scan, plan, settings=settings)
     return cache[key]

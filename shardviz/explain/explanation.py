@@ -1,17 +1,15 @@
 """The values an explanation is made of: :class:`Meeting` (one operand at
 the site), :class:`Tried` (one counterfactual plan) and
-:class:`Explanation`, which shows itself as text and HTML."""
+:class:`Explanation`, which shows itself as text and HTML (drawn by
+:mod:`shardviz.render.explanation_view`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import html
-import textwrap
 from typing import Any
 
 from ..format import format_spec
 from ..plan import Plan
-from ..trace.sources import short_file
 
 NO_RULE = "no rule: the default replicated layout"
 
@@ -42,10 +40,10 @@ class Meeting:
             return f"`{self.name}`{shape}"
         layout = format_spec(self.spec)
         if self.kind == "result":
-            return (f"{_rule(str(self.rule), self.rule_index)} asks its result "
+            return (f"{rule_text(str(self.rule), self.rule_index)} asks its result "
                     f"`{self.name}`{shape} to be {layout}")
         if self.rule:
-            how = f"by {_rule(self.rule, self.rule_index)}"
+            how = f"by {rule_text(self.rule, self.rule_index)}"
         elif self.kind == "variable":
             how = f"({NO_RULE})"
         elif self.kind == "input":
@@ -53,7 +51,7 @@ class Meeting:
 
         elif self.via:
             how = ("(no /output rule: XLA propagated it from "
-                   + " and ".join(f"`{v}` ({_rule(r, i)})" for v, r, i in self.via) + ")")
+                   + " and ".join(f"`{v}` ({rule_text(r, i)})" for v, r, i in self.via) + ")")
         else:
             how = "(no /output rule: XLA chose it by propagation)"
         return f"`{self.name}`{shape} is {layout} {how}"
@@ -102,56 +100,27 @@ class Explanation:
     tried: tuple[Tried, ...] = ()
 
     def __str__(self) -> str:
-        return self.text_block()
+        from ..render.explanation_view import text
+
+        return text(self)
 
     def text_block(self, width: int = 88) -> str:
         """The explanation as plain text, wrapped to ``width`` columns."""
-        lines = [f"Collective {self.index}: {self.kind} at {self.layer or '?'}",
-                 f"  source: {short_file(self.source) if self.source else 'unknown'}"
-                 + (f" (from {self.source_from})" if self.source_from not in ("", "itself")
-                    else ""),
-                 "", *_wrap(self.text, width), ""]
-        if self.fix is not None:
-            lines += _wrap(f"Fix: {self.fix_change}", width) + _wrap(self.fix_cost, width)
-        else:
-            lines += ["No local fix.", *_wrap(self.fix_cost, width)]
-        if self.tried:
-            lines += ["", "Tried:"]
-            for t in self.tried:
-                wrapped = _wrap(f"{t.change}: {t.outcome}", width - 4)
-                lines += ["  - " + wrapped[0]] + ["    " + w for w in wrapped[1:]]
-        return "\n".join(lines)
+        from ..render.explanation_view import text
+
+        return text(self, width)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
+        from ..render.explanation_view import text
+
+        p.text(text(self))
 
     def _repr_html_(self) -> str:
-        esc = html.escape
-        fix = (f"<p><b>Fix:</b> {_code(self.fix_change)}<br>{_code(self.fix_cost)}</p>"
-               if self.fix is not None else f"<p><b>No local fix.</b> {_code(self.fix_cost)}</p>")
-        tried = "".join(f"<li>{_code(t.change)}: {_code(t.outcome)}</li>" for t in self.tried)
-        source = esc(short_file(self.source)) if self.source else "unknown"
-        return (
-            "<div class='shardviz-why' style='max-width:60em'>"
-            f"<p><b>{esc(self.kind)}</b> at <code>{esc(self.layer or '?')}</code>, "
-            f"<span style='color:#555'>{source}</span></p>"
-            f"<p>{_code(self.text)}</p>{fix}"
-            + (f"<details><summary>{len(self.tried)} changes tried</summary><ul>{tried}</ul>"
-               "</details>" if self.tried else "")
-            + "</div>")
+        from ..render.explanation_view import html
+
+        return html(self)
 
 
-def _rule(key: str, index: int | None) -> str:
+def rule_text(key: str, index: int | None) -> str:
     """``rule 2 `.*down/kernel```, numbered as the plan (and the editor) number it."""
     return f"rule {index} `{key}`" if index is not None else f"rule `{key}`"
-
-
-def _code(text: str) -> str:
-    """Markdown-ish backticks to <code>, the rest escaped."""
-    parts = html.escape(text).split("`")
-    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
-
-
-def _wrap(text: str, width: int = 88) -> list[str]:
-
-    return [line for para in text.split("\n") for line in (textwrap.wrap(para, width) or [""])]

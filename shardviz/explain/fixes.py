@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ..analysis import BLOCKING
 from ..format import format_spec, human_bytes
 from ..plan import Plan
-from .cache import _analyse
+from .cache import analysed
 from .explanation import Meeting, Tried
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def _at_site(c: pd.DataFrame, kind: str, layer: str) -> int:
     return int(c[(c["kind"] == kind) & (c["layer"] == layer)]["bytes_per_device"].sum())
 
 
-def _changes(before: pd.DataFrame, after: pd.DataFrame) -> str:
+def changes_text(before: pd.DataFrame, after: pd.DataFrame) -> str:
     """The collectives that a fix adds or removes, in words."""
     def counts(c: pd.DataFrame) -> dict:
         out: dict = {}
@@ -153,14 +154,13 @@ class _Base:
     """Why no plan could be judged, when none could."""
 
 
-def _try_all(report: Report, row, meetings: list[Meeting],
+def try_all(report: Report, row, meetings: list[Meeting],
              progress: Callable[[str], object] | None = None) -> tuple[_Base, list[Tried]]:
 
     say = progress or (lambda line: None)
-    args = dict(report.arguments)
-    args["mode"] = "abstract"
-    args["progress"] = None
-    screened = bool(args.get("train_step"))
+    settings = report.settings.replace(mode="abstract", progress=None)
+    layouts = settings.replace(inputs=None, labels=None, train_step=False, batch=None, seq=None)
+    screened = settings.train_step
     candidates = _candidates(report, row, meetings)
     started = time.perf_counter()
 
@@ -170,17 +170,16 @@ def _try_all(report: Report, row, meetings: list[Meeting],
 
     if screened:
         # The collective is in the forward pass: compare forward passes.
-        args["train_step"] = False
-        args.pop("labels", None)
-        args.pop("optimizer", None)
+        forward = settings.replace(train_step=False, labels=None, optimizer=None)
         tell(1, "compiling this plan's forward pass")
-        own = _analyse(report, report.plan, args)
-        base = _Base(own.collectives, own.totals.collective_bytes or 0,
-                     report.variable_bytes_per_device, True)
+        own = analysed(report, report.plan, forward)
         if own.trace is None:  # compare whole train steps, then
-            args = dict(report.arguments, mode="abstract", progress=None)
             base = _Base(report.collectives, report.totals.collective_bytes or 0,
                          report.variable_bytes_per_device, False)
+        else:
+            settings = forward
+            base = _Base(own.collectives, own.totals.collective_bytes or 0,
+                         report.variable_bytes_per_device, True)
     else:
         base = _Base(report.collectives, report.totals.collective_bytes or 0,
                      report.variable_bytes_per_device, False)
@@ -195,12 +194,13 @@ def _try_all(report: Report, row, meetings: list[Meeting],
     out = []
     for i, (change, plan) in enumerate(candidates, start=1 + screened):
         tell(i, f"trying {change}")
-        quick = _analyse(report, plan, {})
-        errors = quick.errors
+        # The layouts alone (no compile): whether Keras takes the plan.
+        quick = analysed(report, plan, layouts)
+        errors = [p for p in quick.errors if p.kind in BLOCKING]
         if errors:
             out.append(Tried(change, plan, f"Keras refuses it: {errors[0].message}"))
             continue
-        after = _analyse(report, plan, args)
+        after = analysed(report, plan, settings)
         if after.trace is None:
             msg = after.trace_error.message if after.trace_error else "the pass did not run"
             out.append(Tried(change, plan, f"does not compile: {msg}"))
@@ -213,7 +213,7 @@ def _try_all(report: Report, row, meetings: list[Meeting],
             comm < comm_before
             or (comm == comm_before
                 and after.variable_bytes_per_device < base.variable_bytes))
-        outcome = (f"{_changes(base.collectives, after.collectives)}; "
+        outcome = (f"{changes_text(base.collectives, after.collectives)}; "
                    f"{'forward-pass ' if base.screened else ''}communication "
                    f"{human_bytes(comm_before)} → {human_bytes(comm)} per device")
         if after.variable_bytes_per_device != base.variable_bytes:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ..report import Report
 
 
-def _meetings(report: Report, operands) -> list[Meeting]:
+def meetings_of(report: Report, operands) -> list[Meeting]:
     index_of = {r.key: i for i, r in enumerate(report.plan.rules)}
     return [dataclasses.replace(m, rule_index=index_of.get(m.rule) if m.rule else None,
                                 via=tuple((v, r, index_of.get(r)) for v, r in m.via))
@@ -63,7 +63,7 @@ def _meetings_unnumbered(report: Report, operands) -> list[Meeting]:
     return out
 
 
-def _constrained_result(report: Report, row) -> Meeting | None:
+def constrained_result(report: Report, row) -> Meeting | None:
     """The site layer's own output, when an /output rule asks it a layout:
     the collective may be what XLA does to give it that layout."""
     activations = report.activations

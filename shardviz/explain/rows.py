@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..report import Report
 
 
-def _row(report: Report, which: object) -> tuple[int, Any]:
+def collective_row(report: Report, which: object) -> tuple[int, Any]:
     frame = report.collectives
     if len(frame) == 0:
         raise ShardvizError(

@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..format import human_bytes
-from .explanation import NO_RULE, Meeting, _rule
+from .explanation import NO_RULE, Meeting, rule_text
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -66,7 +66,7 @@ def _kernel_contracted(row, meetings: list[Meeting]) -> tuple[Meeting, list[int]
     return None
 
 
-def _why_text(report: Report, row, meetings: list[Meeting]) -> tuple[str, bool]:
+def why_text(report: Report, row, meetings: list[Meeting]) -> tuple[str, bool]:
     """What is communicated and why, in words; and whether the collective
     is the price of splitting a contraction (row parallelism)."""
     kind, layer = row["kind"], row["layer"] or "?"
@@ -85,7 +85,7 @@ def _why_text(report: Report, row, meetings: list[Meeting]) -> tuple[str, bool]:
         x, xd, kernel, kd = pair
         x_split = x.spec is not None and xd in _split_dims(x.spec, axes)
         k_split = kernel.spec is not None and kd in _split_dims(kernel.spec, axes)
-        krule = _rule(kernel.rule, kernel.rule_index) if kernel.rule else NO_RULE
+        krule = rule_text(kernel.rule, kernel.rule_index) if kernel.rule else NO_RULE
         if kind == "all-gather" and x_split and not k_split:
             lines.append(
                 f"`{layer}` contracts dim {xd} of `{x.name}` with dim {kd} of `{kernel.name}`, "
@@ -112,7 +112,7 @@ def _why_text(report: Report, row, meetings: list[Meeting]) -> tuple[str, bool]:
             split = [d for d in dims if d in _split_dims(kernel.spec, axes)]
             if split:
                 split_contraction = True
-                krule = _rule(kernel.rule, kernel.rule_index) if kernel.rule else NO_RULE
+                krule = rule_text(kernel.rule, kernel.rule_index) if kernel.rule else NO_RULE
                 lines.append(
                     f"`{layer}` contracts over dim {split[0]} of `{kernel.name}`, which {krule} "
                     f"splits over {over}: each device holds a partial sum, and XLA "

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from ..format import human_bytes
 from .explanation import NO_RULE, Explanation
-from .fixes import _changes, _try_all
-from .meetings import _constrained_result, _meetings
-from .rows import _row
-from .text import _why_text
+from .fixes import changes_text, try_all
+from .meetings import constrained_result, meetings_of
+from .rows import collective_row
+from .text import why_text
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -28,10 +28,10 @@ def explain_collective(report: Report, which: object, *, search: bool = True,
     On a train step, the plans are compared on their forward passes, where
     the collective is (a train step costs several times a forward pass to
     compile), and the explanation says so."""
-    index, row = _row(report, which)
-    meetings = _meetings(report, tuple(row["operands"]))
-    text, split_contraction = _why_text(report, row, meetings)
-    result = _constrained_result(report, row) if row["pass"] == "forward" else None
+    index, row = collective_row(report, which)
+    meetings = meetings_of(report, tuple(row["operands"]))
+    text, split_contraction = why_text(report, row, meetings)
+    result = constrained_result(report, row) if row["pass"] == "forward" else None
     if result is not None:
         text = (f"At `{row['layer'] or '?'}`, {result.describe()}, so XLA must produce that "
                 "layout there.\n" + text)
@@ -50,7 +50,7 @@ def explain_collective(report: Report, which: object, *, search: bool = True,
             f"Fixes are searched for forward-pass collectives; this one is in the "
             f"{row['pass']} pass, where layer names do not identify a collective across "
             "plans. Explain the forward-pass collective at the same layer instead."))
-    compared, tried = _try_all(report, row, meetings, progress)
+    compared, tried = try_all(report, row, meetings, progress)
     good = [t for t in tried if t.removes]
     if not good:
         if tried:
@@ -79,7 +79,7 @@ def explain_collective(report: Report, which: object, *, search: bool = True,
             if compared.screened else "Communication per device")
     cost = [f"{what}: {human_bytes(compared.comm_bytes)} → "
             f"{human_bytes(best.comm_bytes or 0)}; it "
-            f"{_changes(compared.collectives, best.report.collectives)}."]
+            f"{changes_text(compared.collectives, best.report.collectives)}."]
     before = report.variable_bytes_per_device
     if best.bytes_per_device is not None and best.bytes_per_device != before:
         cost.append(f"Variables per device: {human_bytes(before)} → "

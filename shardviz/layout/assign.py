@@ -15,10 +15,10 @@ import threading
 import weakref
 from typing import TYPE_CHECKING
 
+from ..matching.match import Match
 from ..model.scan import OutputInfo, Scan, VariableInfo
 from ..plan import Plan
 from .geometry import GeometryError, MeshModel, TensorGeometry, geometry_of, replicated_geometry
-from .match import Match
 
 if TYPE_CHECKING:
     from ..errors import Problem

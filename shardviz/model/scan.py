@@ -41,7 +41,7 @@ from .._adapters import keras as keras_adapter
 from ..devices import quiet_tpu_runtime
 from ..errors import ShardvizError
 from ..format import plural
-from ..layout.match import PathIndex, RuleMatcher
+from ..matching.match import PathIndex, RuleMatcher
 from .inputs import (
     call_args,
     check_against_model,

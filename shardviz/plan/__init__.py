@@ -34,9 +34,9 @@ from .bounds import (
     check_device_count,
     check_processes,
 )
-from .bounds import _normalize_mesh as _normalize_mesh
+from .bounds import normalize_mesh as normalize_mesh
 from .rule import Axes, Rule
-from .rule import _normalize_rules as _normalize_rules  # planner.sweep_meshes reads rules as given
+from .rule import normalize_rules as normalize_rules  # planner.sweep_meshes reads rules as given
 from .serialize import SCHEMA, SCHEMA_VERSION
 from .value import Plan, as_plan
 

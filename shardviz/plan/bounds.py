@@ -122,7 +122,7 @@ def check_axis_name(name: object, where: str = "Mesh axis name") -> str:
     return name
 
 
-def _normalize_mesh(mesh: Any) -> tuple[tuple[str, int], ...]:
+def normalize_mesh(mesh: Any) -> tuple[tuple[str, int], ...]:
     if isinstance(mesh, Mapping):
         items = list(mesh.items())
     elif isinstance(mesh, (str, bytes, set, frozenset)):

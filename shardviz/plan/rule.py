@@ -3,8 +3,8 @@
 A :class:`Rule` is a ``LayoutMap`` key and one mesh axis (or ``None``) per
 tensor dimension. ``_normalize_axes`` refuses axes Keras's ``TensorLayout``
 cannot take (a set, a bare name, several axes on one dimension), and
-``_normalize_rules`` turns a mapping or a list of pairs into Rules, in order;
-``_index_arg`` checks a rule position given to an edit.
+``normalize_rules`` turns a mapping or a list of pairs into Rules, in order;
+``index_arg`` checks a rule position given to an edit.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def _normalize_axes(axes: object, key: str) -> Axes:
     return axes
 
 
-def _normalize_rules(rules: Any) -> tuple[Rule, ...]:
+def normalize_rules(rules: Any) -> tuple[Rule, ...]:
     if rules is None:
         return ()
     if isinstance(rules, Mapping):
@@ -128,7 +128,7 @@ def _normalize_rules(rules: Any) -> tuple[Rule, ...]:
     return tuple(out)
 
 
-def _index_arg(index: object) -> int:
+def index_arg(index: object) -> int:
 
     if isinstance(index, bool) or not isinstance(index, numbers.Integral):
         raise ShardvizError(f"A rule position must be an integer, got {index!r:.40}.")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import Problem
-from ..layout.match import regex_error
+from ..matching.match import regex_error
 
 if TYPE_CHECKING:
     from .value import Plan

@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import Problem, ShardvizError
 from ..format import plural
-from .bounds import _normalize_mesh, check_axis_name
+from .bounds import check_axis_name, normalize_mesh
 from .keras_convert import plan_from_keras, plan_to_keras
 from .python_code import plan_to_python
-from .rule import Axes, Rule, _index_arg, _normalize_rules
+from .rule import Axes, Rule, index_arg, normalize_rules
 from .serialize import plan_from_dict, plan_from_json, plan_to_dict
 from .validate import plan_problems
 
@@ -72,8 +72,8 @@ class Plan:
     batch_axis: str
 
     def __init__(self, mesh: MeshArg, rules: RulesArg = (), batch_axis: str | None = None) -> None:
-        mesh = _normalize_mesh(mesh)
-        rules = _normalize_rules(rules)
+        mesh = normalize_mesh(mesh)
+        rules = normalize_rules(rules)
         if batch_axis is None:
             batch_axis = mesh[0][0]
         if isinstance(batch_axis, str) and batch_axis:
@@ -166,7 +166,7 @@ class Plan:
 
     def with_mesh(self, mesh: MeshArg) -> Plan:
         """Replace the whole mesh; rules and batch axis are kept as they are."""
-        mesh = _normalize_mesh(mesh)
+        mesh = normalize_mesh(mesh)
         names = [name for name, _ in mesh]
         batch = self.batch_axis if self.batch_axis in names else names[0]
         return self._replace(mesh=mesh, batch_axis=batch)
@@ -230,7 +230,7 @@ class Plan:
             if existing.key == key:
                 rules[i] = rule
                 return self._replace(rules=rules)
-        rules.insert(len(rules) if index is None else _index_arg(index), rule)
+        rules.insert(len(rules) if index is None else index_arg(index), rule)
         return self._replace(rules=rules)
 
     def with_rule_at(self, index: int, key: str | None = None, axes: Axes | None = None) -> Plan:
@@ -265,12 +265,12 @@ class Plan:
         index = self._index_of(key_or_index)
         rules = list(self.rules)
         rule = rules.pop(index)
-        rules.insert(_index_arg(new_index), rule)
+        rules.insert(index_arg(new_index), rule)
         return self._replace(rules=rules)
 
     def with_rules(self, rules: RulesArg) -> Plan:
         """Replace all rules."""
-        return self._replace(rules=_normalize_rules(rules))
+        return self._replace(rules=normalize_rules(rules))
 
     def _check_index(self, index: object) -> None:
         if not isinstance(index, int) or isinstance(index, bool) or \

@@ -1,16 +1,16 @@
 """The planner's results: one :class:`Candidate` plan with its reasons and
 figures, and :class:`Suggestions`, the ranked list that shows itself as a
-table."""
+table (drawn by :mod:`shardviz.render.candidate_view` and
+:mod:`shardviz.render.suggest_view`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import html
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ..format import format_mesh, format_spec, human_bytes, human_seconds
+from ..format import format_mesh
 from ..plan import Plan
 
 if TYPE_CHECKING:
@@ -58,35 +58,24 @@ class Candidate:
         return tuple(out)
 
     def row(self) -> dict:
-        return {"name": self.name, "mesh": _mesh_text(self.plan), "rules": len(self.plan.rules),
+        return {"name": self.name, "mesh": mesh_text(self.plan), "rules": len(self.plan.rules),
                 "note": "; ".join(self.notes) or "—",
                 "bytes_per_device": self.bytes_per_device, "comm_bytes": self.comm_bytes,
                 "seconds": self.seconds, "fits": self.fits, "compiled": self.compiled,
                 "estimated": ", ".join(self.estimated) or "—"}
 
     def _repr_html_(self) -> str:
-        esc = html.escape
-        rules = "".join(f"<tr><td><code>{esc(k)}</code></td><td><code>{esc(format_spec(a))}</code>"
-                        f"</td><td>{esc(self.reasons.get(k, ''))}</td></tr>"
-                        for k, a in ((r.key, r.axes) for r in self.plan.rules))
-        return (f"<div><b>{esc(self.name)}</b> on {esc(_mesh_text(self.plan))}: "
-                f"{esc(human_bytes(self.bytes_per_device))} per device, "
-                f"{esc(human_bytes(self.comm_bytes))} communicated per device"
-                + (f", ~{esc(human_seconds(self.seconds))} per step" if self.seconds else "")
-                + ("" if self.compiled else " <i>(estimated, not compiled: the reasons are "
-                                            "unchecked)</i>")
-                + f"<table>{rules}</table></div>")
+        from ..render.candidate_view import html
+
+        return html(self)
 
     def __str__(self) -> str:
-        lines = [f"{self.name} on {_mesh_text(self.plan)}: {human_bytes(self.bytes_per_device)} "
-                 f"per device, {human_bytes(self.comm_bytes)} communicated"
-                 + ("" if self.compiled else " (estimated; reasons unchecked)")]
-        for r in self.plan.rules:
-            lines.append(f"  {r.key!r}: {format_spec(r.axes)}  # {self.reasons.get(r.key, '')}")
-        return "\n".join(lines)
+        from ..render.candidate_view import text
+
+        return text(self)
 
 
-def _mesh_text(plan: Plan) -> str:
+def mesh_text(plan: Plan) -> str:
     return format_mesh(plan.mesh_dict)
 
 
@@ -111,15 +100,11 @@ class Suggestions(list):
         return pd.DataFrame([c.row() for c in self], columns=TABLE_COLUMNS)
 
     def _repr_html_(self) -> str:
-        frame = self.table.copy()
-        if len(frame):
-            frame["bytes_per_device"] = frame["bytes_per_device"].map(human_bytes)
-            frame["comm_bytes"] = frame["comm_bytes"].map(human_bytes)
-            frame["seconds"] = frame["seconds"].map(lambda s: human_seconds(s) if s else "—")
-        frame = frame.rename(columns={
-            "name": "plan", "bytes_per_device": "per device", "comm_bytes": "communicated",
-            "seconds": "step (estimate)", "estimated": "estimates"})
-        return frame.to_html(index=True, escape=True)
+        from ..render.suggest_view import html
+
+        return html(self)
 
     def __str__(self) -> str:
-        return "\n\n".join(f"[{i}] {c}" for i, c in enumerate(self))
+        from ..render.suggest_view import text
+
+        return text(self)

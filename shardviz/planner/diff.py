@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..format import format_spec
 from ..plan import Plan
-from .candidates import _mesh_text
+from .candidates import mesh_text
 
 
 def plan_diff(old: Plan, new: Plan) -> list[str]:
@@ -18,7 +18,7 @@ def plan_diff(old: Plan, new: Plan) -> list[str]:
     """
     out = []
     if old.mesh_dict != new.mesh_dict:
-        out.append(f"mesh: {_mesh_text(old)} → {_mesh_text(new)}")
+        out.append(f"mesh: {mesh_text(old)} → {mesh_text(new)}")
     if old.batch_axis != new.batch_axis:
         out.append(f"batch axis: {old.batch_axis} → {new.batch_axis}")
     before = {r.key: r.axes for r in old.rules}

@@ -30,18 +30,19 @@ from ..model.scan import Scan
 from ..model.scan import scan as scan_model
 from ..model.tuning import Tuning
 from ..plan import Plan, as_plan
-from ..report import Report
+from ..report import Report, Settings
+from ..strategy.rules import rules_for
+from ..strategy.specs import fully_sharded_specs
+from ..strategy.strategies import candidate_plans
 from ..target import family_slices, parse_target
 from .batch_inputs import BatchInputs, positive
 from .batch_search import MAX_COMPILES, OutOfCompiles, Point, search_largest_batch
 from .fit_answer import ANSWER_COLUMNS, COMPILE_COLUMNS, FitAnswer
-from .rules import rules_for
-from .specs import fully_sharded_specs
-from .strategies import _strategies
 
 
 def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = None, *,
-        target: str, batch: int | None = None, seq: int | None = None,
+        settings: Settings | None = None, target: str | None = None,
+        batch: int | None = None, seq: int | None = None,
         inputs: object = None, labels: object = None, remat: object = None,
         dtype: str | None = None, lora_rank: int | None = None,
         lora_layers: Sequence[str] | None = None, quantize: str | None = None,
@@ -62,6 +63,11 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
             is split over one ``batch`` axis of all devices (fully sharded); on a
             slice with more devices than the batch divides over, a ``model``
             axis takes the rest (tensor parallel).
+        settings: the analysis settings every compile carries
+            (:class:`~shardviz.report.settings.Settings`, such as a report's
+            ``report.settings``); the keywords below that differ from their
+            defaults replace its values. Each compile is a train step on the
+            slice tried, at the batch tried, with no stage lines.
         target: a slice (largest batch) or a chip family (smallest slice).
         batch: the global batch (for the smallest slice).
         seq: the sequence length of a token model: each input dim the model
@@ -87,9 +93,16 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
     if isinstance(max_compiles, bool) or not isinstance(max_compiles, int) or max_compiles < 2:
         raise ShardvizError(f"max_compiles={max_compiles!r:.40} leaves no room for a search.",
                             hint="Give at least 2 (the default is 12).")
-    modes = _modes(remat)
+    asked = (settings if settings is not None else Settings()).given(
+        target=target, seq=seq, inputs=inputs, labels=labels, dtype=dtype,
+        lora_rank=lora_rank, lora_layers=lora_layers, quantize=quantize, optimizer=optimizer)
+    seq, inputs, labels = asked.seq, asked.inputs, asked.labels
+    modes = _modes(remat if remat is not None else asked.remat)
     say = _say(progress)
-    family = _family_or_slice(target)
+    family = _family_or_slice(asked.target)
+    target = str(asked.target)  # a text: _family_or_slice refuses anything else
+    if batch is None and family is not None:  # on a slice, the batch is what fit finds
+        batch = asked.batch
     if family is not None and batch is None:
         raise ShardvizError(f"The smallest slice of {target} for which batch?",
                             hint="Give batch=, e.g. fit(build, target='v5e', batch=32, "
@@ -102,23 +115,24 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
             "batch itself.",
             hint=f"Leave batch out to find it, or give the chip family (target="
             f"{str(target).partition(':')[0]!r}) to find the smallest slice for this batch.")
-    tunings = [Tuning(dtype=dtype, lora_rank=lora_rank, quantize=quantize, remat=m,  # type: ignore[arg-type]
-                      lora_layers=lora_layers)  # type: ignore[arg-type]
-               for m in modes]
+    # What every compile of one remat mode carries; the asker sets the rest.
+    each = [asked.replace(remat=m, progress=None, batch=None, seq=None, inputs=None,
+                          labels=None, train_step=True) for m in modes]
+    tunings = [s.tuning for s in each]
     rows: list[dict] = []
     compiles: list[list] = []
     notes: list[str] = []
     best: Report | None = None
-    for mode, tuning in zip(modes, tunings):
+    for mode, tuning, carried in zip(modes, tunings, each):
         scan = _scan(model_or_builder, tuning)
         shapes = BatchInputs(scan, seq, inputs, labels)
         if mode is modes[0] and not any(v.trainable for v in scan.variables):
             notes.append("the model has no trainable variables: its train step updates "
                          "nothing (every layer is frozen)")
-        ask = _Asker(scan, shapes, optimizer, mode, compiles, notes, say)
+        ask = _Asker(scan, shapes, carried, mode, compiles, notes, say)
         if family is None:
-            parsed = parse_target(target)
-            target, devices = parsed.label, parsed.plan_devices()  # v5litepod-1 is v5e:1x1
+            target = parse_target(target).label  # v5litepod-1 is v5e:1x1
+            devices = parse_target(target, carried.slices).plan_devices()
             this = (as_plan(plan) if plan is not None and not callable(plan)
                     else _plan_for(plan, scan, devices))
             row, report = _largest_batch(ask, this, target, max_compiles, precision)
@@ -211,14 +225,15 @@ def _smallest_slice(ask: _Asker, plan: object, family: list[str], batch: int,
     candidates: list[tuple[str, Plan, int]] = []
     bound: tuple[str, int] | None = None  # the largest slice ruled out without a compile
     for target in family:
-        devices = parse_target(target).plan_devices()
+        devices = parse_target(target, ask.settings.slices).plan_devices()
         this = _plan_for(plan, ask.scan, devices, batch)
         unit = this.mesh_dict.get(this.batch_axis, 1)
         if batch % unit:
             notes.append(f"{target} skipped: batch {batch} does not divide over its "
                          f"{unit} {this.batch_axis!r} devices")
             continue
-        bare = analyze(ask.scan, this, target=target)
+        bare = analyze(ask.scan, this, settings=ask.settings.replace(train_step=False,
+                                                                     target=target))
         capacity = bare.target.capacity_bytes() or 0
         if bare.totals.variable_bytes_per_device > capacity:
             ask.record(this, target, batch, bare.totals.variable_bytes_per_device, capacity,
@@ -282,16 +297,16 @@ def _next_slice(candidates: list[tuple[str, Plan, int]], seen: dict[int, Report]
 class _Asker:
     """Compiles the train step for a plan, target and batch, and records it."""
 
-    def __init__(self, scan: Scan, shapes: BatchInputs, optimizer: object, mode: object,
+    def __init__(self, scan: Scan, shapes: BatchInputs, settings: Settings, mode: object,
                  compiles: list, notes: list[str], say: Callable[[str], object] | None) -> None:
-        self.scan, self.shapes, self.optimizer, self.mode = scan, shapes, optimizer, mode
+        self.scan, self.shapes, self.settings, self.mode = scan, shapes, settings, mode
         self.compiles, self.notes, self.say = compiles, notes, say
 
     def __call__(self, plan: Plan, target: str, batch: int) -> Report:
         start = time.perf_counter()
         inputs, labels = self.shapes.at(batch)
-        report = analyze(self.scan, plan, inputs, labels=labels, train_step=True,
-                         optimizer=self.optimizer, target=target)
+        report = analyze(self.scan, plan, settings=self.settings.replace(
+            inputs=inputs, labels=labels, target=target))
         if report.trace_error is not None and report.totals.fits is not False:
             raise ShardvizError(
                 f"The train step at batch {batch} on {target} failed: "
@@ -354,11 +369,11 @@ def _plan_for(plan: object, scan: Scan, devices: int, batch: int | None = None) 
     if plan is None:
         data = math.gcd(batch, devices) if batch else devices
         if data < devices:
-            for label, candidate, _ in _strategies(scan, devices, sequence=False):
+            for label, candidate, _ in candidate_plans(scan, devices, sequence=False):
                 if candidate.mesh_dict == {"batch": data, "model": devices // data} and \
                         label.startswith("fully sharded"):
                     return candidate
-            for _label, candidate, _ in _strategies(scan, devices, sequence=False):
+            for _label, candidate, _ in candidate_plans(scan, devices, sequence=False):
                 if candidate.mesh_dict == {"batch": data, "model": devices // data}:
                     return candidate
         specs = fully_sharded_specs(scan, "batch", devices)

@@ -19,8 +19,10 @@ from ..format import human_bytes
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
 from ..plan import Plan
-from .meshes import keras_mesh
-from .strategies import _strategies
+from ..report.settings import Settings
+from ..strategy.sources import shipped_plan
+from ..strategy.strategies import candidate_plans
+from ..target import Target
 
 
 @dataclasses.dataclass
@@ -50,20 +52,10 @@ class MapChoice:
         return self.candidates[self.candidates.chosen].iloc[0]
 
 
-def shipped_plan(scan: Scan, mesh: dict[str, int]) -> Plan | None:
-    """The map the model's class ships (keras-hub's ``get_layout_map``) on
-    this mesh as a Plan, None when it ships none. Raises what building it
-    raises (an indivisible map raises Keras's error)."""
-    get_layout_map = getattr(type(scan.model), "get_layout_map", None)
-    if not callable(get_layout_map):
-        return None
-    return Plan.from_keras(get_layout_map(keras_mesh(mesh)))
-
-
 def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object = None,
                batch: int | None = None, seq: int | None = None,
-               target: str | None = None, prefer: str = "memory",
-               skip_dominated: bool = False) -> MapChoice:
+               target: str | Target | None = None, prefer: str = "memory",
+               skip_dominated: bool = False, settings: Settings | None = None) -> MapChoice:
     """Compile every strategy of the planner on exactly this ``{"batch": b,
     "model": m}`` mesh and choose one: the least memory per device, then the
     fewest collective bytes, from compiled programs when ``inputs`` (or
@@ -82,6 +74,10 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
     whole program: it cannot be chosen, since a compiled program holds its
     variables. The choice is the same, with fewer compiles; the skipped row
     says why and has no compiled figures. The shipped map is always compiled.
+
+    ``settings`` (a :class:`~shardviz.report.settings.Settings`) is what every
+    candidate is analysed with; ``inputs``, ``batch``, ``seq`` and ``target``
+    given here replace its values where they differ from their defaults.
     """
     if prefer not in ("memory", "communication"):
         raise ShardvizError(f"prefer={prefer!r:.40} is not a choice.",
@@ -97,9 +93,13 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
         raise ShardvizError(f"The mesh {mesh} gives {said} devices: each axis needs a whole "
                             "number of devices, at least 1.",
                             hint="Give sizes such as {'batch': 2, 'model': 4}.")
-    scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(model_or_builder)
+    asked = (settings if settings is not None else Settings()).given(
+        inputs=inputs, batch=batch, seq=seq, target=target)
+    target = asked.target
+    scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
+        model_or_builder, tuning=asked.tuning)
     n = math.prod(mesh.values())
-    every = _strategies(scan, n, sequence=False)
+    every = candidate_plans(scan, n, sequence=False)
     found = [(label, plan) for label, plan, _ in every if plan.mesh_dict == mesh]
     try:
         shipped = shipped_plan(scan, mesh)
@@ -115,11 +115,12 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
             f"{mesh}.",
             hint="Give one of the meshes they make: "
             f"{', '.join(f'batch={b} × model={m}' for b, m in offered) or 'none'}.")
-    compiled = inputs is not None or batch is not None or seq is not None
+    compiled = asked.inputs is not None or asked.batch is not None or asked.seq is not None
+    layouts = asked.replace(inputs=None, batch=None, seq=None, labels=None, train_step=False)
     skipping = skip_dominated and compiled and prefer == "memory"
     listed = [label for label, _ in found]
     if skipping:  # the shipped map first, then the least variable bytes first
-        floors = {label: _variable_bytes(scan, plan, target) for label, plan in found}
+        floors = {label: _variable_bytes(scan, plan, layouts) for label, plan in found}
         found.sort(key=lambda item: (item[0] != "shipped", floors[item[0]]))
     rows: list[dict] = []
     for label, plan in found:
@@ -134,8 +135,7 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
                              f"{human_bytes(best['bytes_per_device'])} of {best['label']}'s "
                              "compiled program"})
                 continue
-        report = analyze(scan, plan, inputs=inputs, batch=batch, seq=seq, target=target) \
-            if compiled else analyze(scan, plan, target=target)
+        report = analyze(scan, plan, settings=asked if compiled else layouts)
         t = report.totals
         rows.append({"label": label, "builds": not report.errors,
                      "error": report.errors[0].message if report.errors else None,
@@ -165,7 +165,7 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
 
 
 def _none_chosen(mesh: dict[str, int], table: pd.DataFrame,
-                 target: str | None) -> ShardvizError:
+                 target: str | Target | None) -> ShardvizError:
     """Why no candidate can be chosen: none fits the target's chips (said
     with the compiler's figures for the one that needs the least), or none
     builds (with the first error)."""
@@ -185,11 +185,11 @@ def _none_chosen(mesh: dict[str, int], table: pd.DataFrame,
         hint="Check the inputs, or try another mesh shape (shardviz.suggest lists them).")
 
 
-def _variable_bytes(scan: Scan, plan: Plan, target: str | None) -> float:
+def _variable_bytes(scan: Scan, plan: Plan, settings: Settings) -> float:
     """The bytes per device of a plan's variables (no compile): what any
     compiled program under it holds at least; infinite where Keras would
     refuse the plan (it is then compiled, to say why)."""
-    report = analyze(scan, plan, target=target)
+    report = analyze(scan, plan, settings=settings)
     return float(report.variable_bytes_per_device) if not report.errors else math.inf
 
 
@@ -211,13 +211,13 @@ def plan_for_mesh(model_or_builder: object, mesh: dict[str, int], **kwargs: Any)
 def layout_map_for(model_or_builder: object, device_mesh: Any, *, inputs: object = None,
                    batch: int | None = None, seq: int | None = None,
                    target: str | None = None, prefer: str = "memory",
-                   skip_dominated: bool = False) -> Any:
+                   skip_dominated: bool = False, settings: Settings | None = None) -> Any:
     """A ``keras.distribution.LayoutMap`` for the model on ``device_mesh``
     (a Keras ``DeviceMesh`` with two axes, or ``{"batch": b, "model": m}``;
     of a DeviceMesh's axes, the one not named ``model`` is the data axis, and
     with neither named ``model`` nor ``batch``, the first), from
-    :func:`plan_for_mesh` (``inputs=``, ``batch=``, ``seq=``, ``target=``
-    and ``prefer=`` pass on to :func:`choose_map`). With a dict, the map's
+    :func:`plan_for_mesh` (``inputs=``, ``batch=``, ``seq=``, ``target=``,
+    ``prefer=`` and ``settings=`` pass on to :func:`choose_map`). With a dict, the map's
     mesh holds JAX's devices when there are enough, else only their names (a map
     to read or save; give a DeviceMesh to distribute with it).
 
@@ -259,7 +259,8 @@ def layout_map_for(model_or_builder: object, device_mesh: Any, *, inputs: object
                             hint="Give a keras.distribution.DeviceMesh with a data axis and a "
                             "model axis, or {'batch': 2, 'model': 4}.")
     plan = plan_for_mesh(model_or_builder, sizes, inputs=inputs, batch=batch, seq=seq,
-                         target=target, prefer=prefer, skip_dominated=skip_dominated)
+                         target=target, prefer=prefer, skip_dominated=skip_dominated,
+                         settings=settings)
     if names[0] != tuple(device_mesh.axis_names)[0]:
         # ModelParallel splits the batch over the mesh's first axis unless told otherwise.
         warnings.warn(

@@ -14,14 +14,14 @@ from ..format import human_bytes
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
 from ..plan import MAX_MESH_SIZE, Plan, as_bytes, check_device_count
-from ..target import parse_target
-from .audit import layout_source
-from .candidates import TIGHT, Candidate, Suggestions, _mesh_text
-from .layout_maps import shipped_plan
-from .meshes import factorisations
-from .reason_checks import check_reasons
-from .roles import roles
-from .strategies import _strategies
+from ..report.settings import Settings
+from ..strategy.meshes import factorisations, spans_slices
+from ..strategy.reason_checks import check_reasons
+from ..strategy.roles import roles
+from ..strategy.sources import layout_source, shipped_plan
+from ..strategy.strategies import candidate_plans
+from ..target import Target, parse_target
+from .candidates import TIGHT, Candidate, Suggestions, mesh_text
 
 if TYPE_CHECKING:
     from ..model.scan import Scan
@@ -62,11 +62,12 @@ PREFER = {
 """What :func:`suggest` ranks by, for each ``prefer``."""
 
 
-def suggest(model_or_builder: object, devices: int | None = None, target: str | None = None,
+def suggest(model_or_builder: object, devices: int | None = None,
+            target: str | Target | None = None,
             inputs: object = None, budget_bytes: int | str | None = None,
             train_step: bool = False, top: int = 5, compile_top: int | None = None,
             labels: object = None, prefer: str = "time",
-            plans: object = None) -> Suggestions:
+            plans: object = None, settings: Settings | None = None) -> Suggestions:
     """Plans to try for a model, best first.
 
     Candidates are data parallel, fully sharded, Megatron tensor parallel
@@ -111,6 +112,11 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             on); a list of them, or a dict that names each. A budget one of
             them meets is never met with an empty list. The map the model's
             class ships is always a candidate.
+        settings: the analysis settings every candidate is analysed with
+            (:class:`~shardviz.report.settings.Settings`, such as a report's
+            ``report.settings``); ``target``, ``inputs``, ``train_step`` and
+            ``labels`` given here replace its values where they differ from
+            their defaults. Candidates are first laid out without their inputs.
 
     Raises:
         ShardvizError: for a device count outside 1 to
@@ -130,7 +136,11 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
         raise ShardvizError(f"suggest(prefer={prefer!r:.40}) is not a ranking.",
                             hint="Give 'time', 'communication' or 'memory'.")
     budget = None if budget_bytes is None else as_bytes(budget_bytes, "budget_bytes")
-    hardware = parse_target(target)
+    asked = (settings if settings is not None else Settings()).given(
+        target=target, inputs=inputs, train_step=train_step, labels=labels)
+    target, inputs, train_step = asked.target, asked.inputs, asked.train_step
+    runs = inputs is not None or asked.batch is not None
+    hardware = parse_target(target, asked.slices)
     if devices is not None:
         n = check_device_count(devices, "devices")
     else:
@@ -140,13 +150,17 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
                 f"suggest(target={target!r}): the target has {n:,} chips; shardviz plans for "
                 f"at most {MAX_MESH_SIZE:,} devices.", hint="Give a smaller target.")
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
-        model_or_builder, inputs=inputs)
+        model_or_builder, inputs=inputs, tuning=asked.tuning)
+    # Laid out without inputs first: the variables' exact bytes, no compile.
+    layouts = asked.replace(inputs=None, labels=None, train_step=False, batch=None, seq=None)
     own = _own(plans, n)
     found: list[Candidate] = []
     refused: dict[str, Problem] = {}
-    for name, plan, reasons in (_strategies(scan, n, sequence=inputs is not None)
+    for name, plan, reasons in (candidate_plans(scan, n, sequence=runs)
                                 + _shipped(scan, n) + own):
-        report = analyze(scan, plan, target=hardware)
+        if not spans_slices(plan.mesh_dict, plan.batch_axis, asked.slices, asked.dcn_axes):
+            continue
+        report = analyze(scan, plan, settings=layouts)
         if report.errors:
             refused.setdefault(name, report.errors[0])
             continue
@@ -173,7 +187,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
         found.sort(key=lambda c: (c.tight, c.bytes_per_device, c.comm_bytes, len(c.plan.rules)))
     else:
         found.sort(key=lambda c: (c.tight, c.comm_bytes, c.bytes_per_device, len(c.plan.rules)))
-    if inputs is not None:
+    if runs:
         confirmed: list[Candidate] = []
         failed: list[ShardvizError] = []  # passes that failed, not for memory
         tried = 0
@@ -182,8 +196,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
             # With a budget, go on down the ranking until enough meet it.
             if i >= first and (budget is None or len(confirmed) >= top):
                 break
-            full = analyze(scan, c.plan, inputs=inputs, train_step=train_step, target=target,
-                           labels=labels)
+            full = analyze(scan, c.plan, settings=asked)
             tried += 1
             if full.errors or full.trace is None:
                 c.notes.append("did not compile: " + (full.errors[0].message if full.errors
@@ -221,7 +234,7 @@ def suggest(model_or_builder: object, devices: int | None = None, target: str | 
     out.ranking = "ranked by " + PREFER[prefer]
     if everything:
         smallest = min(everything, key=lambda c: c.bytes_per_device)
-        out.smallest = (smallest.bytes_per_device, _mesh_text(smallest.plan), smallest.name)
+        out.smallest = (smallest.bytes_per_device, mesh_text(smallest.plan), smallest.name)
     return out
 
 
@@ -263,7 +276,7 @@ def _own(plans: object, n: int) -> list[tuple[str, Plan, dict[str, str]]]:
                                 rule=e.rule) from None
         if mesh is not None and math.prod(mesh.values()) != n:
             raise ShardvizError(
-                f"suggest(plans=...): {name!r} is on {_mesh_text(plan_for(mesh))} "
+                f"suggest(plans=...): {name!r} is on {mesh_text(plan_for(mesh))} "
                 f"({math.prod(mesh.values())} devices); suggest plans for {n}.",
                 hint=f"Give devices={math.prod(mesh.values())}, or the map on a mesh of "
                 f"{n} devices, or a function of a DeviceMesh that builds it on any.")
@@ -304,3 +317,4 @@ def _undominated(candidates: list[Candidate]) -> list[Candidate]:
     return [c for c in candidates
             if not any(beats(d, c) for d in candidates
                        if d is not c and d.plan.mesh_dict == c.plan.mesh_dict)]
+

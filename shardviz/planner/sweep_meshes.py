@@ -14,8 +14,9 @@ from ..format import format_mesh
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
 from ..plan import MAX_AXES, Plan, check_axis_name, check_device_count
-from ..plan.rule import _normalize_rules
-from .meshes import _meshes, mesh_count
+from ..plan.rule import normalize_rules
+from ..report.settings import Settings
+from ..strategy.meshes import mesh_count, mesh_shapes
 
 SWEEP_COLUMNS = ["mesh", "errors", "first_error", "bytes_per_device", "fits",
                  "collective_bytes", "seconds", "compiled"]
@@ -29,7 +30,8 @@ MAX_SWEEP_MESHES = 1000
 def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
           meshes: Sequence[dict[str, int]] | None = None, target: str | None = None,
           inputs: object = None, train_step: bool = False, axes: Sequence[str] | None = None,
-          batch_axis: str | None = None, labels: object = None) -> pd.DataFrame:
+          batch_axis: str | None = None, labels: object = None,
+          settings: Settings | None = None) -> pd.DataFrame:
     """One rule set over many mesh shapes: on which of them does it work, and
     what does each cost?
 
@@ -45,7 +47,11 @@ def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
     ``collective_bytes`` (per device, from the compiled program, else None);
     ``seconds`` (estimated step time on a target); ``compiled``. Draw it
     with :func:`shardviz.show_sweep`. ``labels`` are the y of the train
-    step, as in :func:`~shardviz.analyze`.
+    step, as in :func:`~shardviz.analyze`. ``settings`` (a
+    :class:`~shardviz.report.settings.Settings`, such as a report's
+    ``report.settings``) is what every mesh is analysed with; ``target``,
+    ``inputs``, ``train_step`` and ``labels`` given here replace its values
+    where they differ from their defaults.
     """
 
     base_rules, batch_axis = _sweep_rules(rules, batch_axis)
@@ -65,14 +71,15 @@ def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
                 f"sweep(devices={devices}, axes={list(axes)}): that is {count:,} mesh shapes; "
                 f"a sweep analyses at most {MAX_SWEEP_MESHES:,}.",
                 hint="Sweep fewer axes, or give the shapes to try as meshes=[...].")
-        meshes = _meshes(list(axes), devices)
+        meshes = mesh_shapes(list(axes), devices)
     plans = _sweep_plans(meshes, base_rules, batch_axis)
+    asked = (settings if settings is not None else Settings()).given(
+        target=target, inputs=inputs, train_step=train_step, labels=labels)
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
-        model_or_builder, inputs=inputs)
+        model_or_builder, inputs=asked.inputs, tuning=asked.tuning)
     rows = []
     for plan in plans:
-        report = analyze(scan, plan, inputs=inputs, train_step=train_step, target=target,
-                         labels=labels)
+        report = analyze(scan, plan, settings=asked)
         errors = report.errors
         totals = report.totals
         rows.append({
@@ -96,7 +103,7 @@ def _sweep_rules(rules: object, batch_axis: str | None) -> tuple[tuple[Any, ...]
                             hint="For example {'.*kernel': (None, 'model')}, a Plan, or () "
                             "for none.")
     try:
-        return _normalize_rules(rules), batch_axis
+        return normalize_rules(rules), batch_axis
     except ShardvizError as e:
         raise ShardvizError(f"sweep(rules=...): {e.message}", hint=e.hint, rule=e.rule) from None
 

@@ -9,7 +9,7 @@ from matplotlib.patches import Rectangle
 from ..errors import ShardvizError
 from ..format import human_bytes, human_seconds
 from ..model.scan import layer_path
-from .figure import Board, ShardvizFigure, _plan_line, _unit, header, new_figure
+from .figure import Board, ShardvizFigure, byte_unit, header, new_figure, plan_line
 from .palette import FIGURE_STATUS_COLOURS, KIND_COLOURS, NETWORK_COLOURS, STACK_COLOURS
 
 MAX_MEMORY_BARS = 32
@@ -32,7 +32,7 @@ def memory_figure(report) -> ShardvizFigure:
     ax = fig.add_axes((0.1, 0.16, 0.58, 0.62))
     row = report.memory.iloc[0]
     capacity = row["capacity_bytes"] if row["capacity_bytes"] == row["capacity_bytes"] else None
-    scale, unit = _unit(max(sum(stacks.values()), capacity or 0))
+    scale, unit = byte_unit(max(sum(stacks.values()), capacity or 0))
     bottom = [0.0] * len(labels)
     for name, value in stacks.items():
         ax.bar(range(len(labels)), [value / scale] * len(labels), bottom=bottom,
@@ -64,7 +64,7 @@ def memory_figure(report) -> ShardvizFigure:
     total = sum(stacks.values())
     fig.text(0.02, 0.97, f"memory per device: {human_bytes(total)}", fontsize=10,
              weight="bold", va="top")
-    fig.text(0.02, 0.9, _plan_line(report), fontsize=8, va="top", color="#444444")
+    fig.text(0.02, 0.9, plan_line(report), fontsize=8, va="top", color="#444444")
     return fig
 
 
@@ -136,7 +136,7 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     ax.labels(names_out, ha="right")
     ax.labels(dims_out)
     ax.labels(marks, ha="left")
-    title = f"layer outputs and collectives — {_plan_line(report)}"
+    title = f"layer outputs and collectives — {plan_line(report)}"
     more = f"  (first {max_layers} of {len(acts)} layers)" if len(acts) > max_layers else ""
     header(fig, [(title + more, 9 * z, "bold", "black")])
     key = Board(fig, (0, 0, 1, 1), (0, fig.get_figwidth()), (0, fig.get_figheight()))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..format import format_spec, human_bytes
-from ..layout.match import compiled
+from ..matching.match import compiled
 
 
 def explain_path(report, path: str) -> str:

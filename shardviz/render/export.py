@@ -21,6 +21,7 @@ import pandas as pd
 from .. import __version__
 from ..errors import ShardvizError
 from ..report import schema
+from . import explanation_view
 from .html import CSS, plan_html, report_html
 
 SCHEMA = "shardviz.report"
@@ -124,7 +125,7 @@ def _explanations_html(report) -> str:
     if not explained:
         return ""
     return ("<h2>Why each collective is there</h2>"
-            + "".join(f"<h3>Collective {i}</h3>{why._repr_html_()}" for i, why in explained))
+            + "".join(f"<h3>Collective {i}</h3>{explanation_view.html(why)}" for i, why in explained))
 
 
 def report_html_file(report, title: str = "shardviz report", preface: str = "") -> str:

@@ -4,7 +4,7 @@
 canvas, never registered with pyplot, that shows itself in a notebook and
 saves to PNG or SVG with ``fig.savefig``. :class:`Board` draws on it in its
 own units, with labels as glyph outlines; ``header`` and ``new_figure`` start
-a picture; ``_draw_panel`` draws one panel of a tensor's tiles. The figures
+a picture; ``draw_panel`` draws one panel of a tensor's tiles. The figures
 themselves live in ``layout_figures`` (tensor, mesh), ``cost_figures``
 (memory, flow) and ``overview_figures`` (compare, grid, sweep).
 """
@@ -145,13 +145,13 @@ def new_figure(width: float, height: float) -> ShardvizFigure:
     return fig
 
 
-def _device_label(device, coords) -> str:
+def device_label(device, coords) -> str:
     if coords is None:
         return str(device)
     return f"{device}\n({','.join(map(str, coords))})"
 
 
-def _draw_panel(ax, layout: TileLayout, panel, x0, y0, w, h, coords, fontsize, labels=True,
+def draw_panel(ax, layout: TileLayout, panel, x0, y0, w, h, coords, fontsize, labels=True,
                 inches_per_unit: float = 4.0, inches_per_unit_y: float | None = None):
     """Draw one panel's tiles into the box (x0, y0, w, h) of ``ax`` (y down).
 
@@ -183,7 +183,7 @@ def _draw_panel(ax, layout: TileLayout, panel, x0, y0, w, h, coords, fontsize, l
             room = tw_in / char_w
             if show_labels and room >= len(str(device)) + 0.5 and th_in > fontsize / 72:
                 wide = coord is not None and room >= 3 * len(coord) + 2 and th_in > 2.4 * fontsize / 72
-                label = _device_label(device, coord) if wide else str(device)
+                label = device_label(device, coord) if wide else str(device)
                 texts.append((tx + tw / 2, ty + th / 2, label, text_colour(face), fontsize))
             continue
         rects.append(Rectangle((tx, ty), tw, th))
@@ -231,7 +231,7 @@ def _id_list(devices, limit=6) -> str:
     return ",".join(map(str, devices[:limit - 1])) + f",…,{devices[-1]}"
 
 
-def _dims_text(layout: TileLayout) -> str:
+def dims_text(layout: TileLayout) -> str:
     shape = layout.shape
     parts = []
     if layout.row_dim is not None:
@@ -245,11 +245,11 @@ def _dims_text(layout: TileLayout) -> str:
     return " · ".join(parts) if parts else "a scalar"
 
 
-def _panel_title(layout: TileLayout, panel) -> str:
+def panel_title(layout: TileLayout, panel) -> str:
     return ", ".join(f"dim {d} [{a}:{b}]" for d, (a, b) in zip(layout.panel_dims, panel))
 
 
-def _unit(largest: float) -> tuple[float, str]:
+def byte_unit(largest: float) -> tuple[float, str]:
     """A binary unit for an axis whose largest value is ``largest`` bytes."""
     for power, name in ((4, "TiB"), (3, "GiB"), (2, "MiB"), (1, "KiB")):
         if largest >= 1024 ** power:
@@ -257,7 +257,7 @@ def _unit(largest: float) -> tuple[float, str]:
     return 1, "B"
 
 
-def _plan_line(report) -> str:
+def plan_line(report) -> str:
     mesh = format_mesh(report.plan.mesh_dict)
     what = report.pass_name or "variables only (no forward pass)"
     return f"{report.model_name} on {mesh}: {what}"

@@ -19,12 +19,12 @@ from .figure import (
     MAX_PANELS,
     Board,
     ShardvizFigure,
-    _device_label,
-    _dims_text,
-    _draw_panel,
-    _panel_title,
+    device_label,
+    dims_text,
+    draw_panel,
     header,
     new_figure,
+    panel_title,
 )
 from .palette import device_style, text_colour
 from .tiles import tile_layout
@@ -58,14 +58,14 @@ def tensor_figure(shape, dtype, indices, *, coords=None, title: str = "", spec=N
         pad = 0.06
         top = 0.12 if layout.panel_dims else 0.0
         if layout.panel_dims:
-            ax.labels([(gx + 0.5, gy + 0.06, _panel_title(layout, panel), "black", 8)])
-        ok = _draw_panel(ax, layout, panel, gx + pad, gy + pad + top, 1 - 2 * pad,
+            ax.labels([(gx + 0.5, gy + 0.06, panel_title(layout, panel), "black", 8)])
+        ok = draw_panel(ax, layout, panel, gx + pad, gy + pad + top, 1 - 2 * pad,
                          1 - 2 * pad - top, coords, fontsize,
                          inches_per_unit=fig.get_figwidth() * 0.96 / grid_cols,
                          inches_per_unit_y=(fig.get_figheight() * 0.96 - 0.75) / grid_rows)
         unlabelled |= not ok
     head = f"{title}  {tuple(shape)} {dtype}" + (f"  {format_spec(spec)}" if spec is not None else "")
-    note = _dims_text(layout)
+    note = dims_text(layout)
     if len(layout.panels) > MAX_PANELS:
         note += f" · first {MAX_PANELS} of {len(layout.panels)} panels"
     if unlabelled:
@@ -122,7 +122,7 @@ def mesh_figure(mesh, host_of: dict | None = None) -> ShardvizFigure:
                 rects.append(Rectangle((ox + c, oy + r), 1, 1))
                 faces.append(face)
                 if labels:
-                    texts.append((ox + c + 0.5, oy + r + 0.5, _device_label(device, coords[device]),
+                    texts.append((ox + c + 0.5, oy + r + 0.5, device_label(device, coords[device]),
                                   text_colour(face), fontsize))
         ax.add_collection(PatchCollection(rects, facecolors=faces, edgecolors="white", linewidths=1))
         if host_of and len(set(host_of.values())) > 1:

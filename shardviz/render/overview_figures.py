@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..format import format_spec
-from .figure import Board, ShardvizFigure, _draw_panel, _plan_line, _unit, header, new_figure
+from .figure import Board, ShardvizFigure, byte_unit, draw_panel, header, new_figure, plan_line
 from .palette import FIGURE_STATUS_COLOURS, KIND_COLOURS, STACK_COLOURS
 from .tiles import tile_layout
 
@@ -22,7 +22,7 @@ def compare_figure(a, b, labels=("A", "B")) -> ShardvizFigure:
     ax1 = fig.add_axes((0.06, 0.16, 0.22, 0.62))
     stack_names = list(dict.fromkeys(n for r in reports for n in r.memory_parts))
     bottoms = [0.0, 0.0]
-    scale, unit = _unit(max(sum(r.memory_parts.values()) for r in reports))
+    scale, unit = byte_unit(max(sum(r.memory_parts.values()) for r in reports))
     for name in stack_names:
         values = [r.memory_parts.get(name, 0) / scale for r in reports]
         ax1.bar(labels, values, bottom=bottoms, color=STACK_COLOURS[name], label=name)
@@ -36,7 +36,7 @@ def compare_figure(a, b, labels=("A", "B")) -> ShardvizFigure:
     kinds = [k for k in KIND_COLOURS if any(k in b for b in by_kind)]
     width = 0.38
     totals = [sum(b.values()) for b in by_kind]
-    cscale, cunit = _unit(max(totals + [1]))
+    cscale, cunit = byte_unit(max(totals + [1]))
     for j, b in enumerate(by_kind):
         values = [b.get(k, 0) / cscale for k in kinds]
         ax2.bar([i + (j - 0.5) * width for i in range(len(kinds))], values, width,
@@ -68,7 +68,7 @@ def compare_figure(a, b, labels=("A", "B")) -> ShardvizFigure:
     ax3.tick_params(labelsize=7)
     ax3.legend(fontsize=7, frameon=False)
     for j, r in enumerate(reports):
-        fig.text(0.01, 0.97 - 0.06 * j, f"{labels[j]}: {_plan_line(r)}", fontsize=8, va="top")
+        fig.text(0.01, 0.97 - 0.06 * j, f"{labels[j]}: {plan_line(r)}", fontsize=8, va="top")
     return fig
 
 
@@ -119,11 +119,11 @@ def grid_figure(report, paths=None, columns: int = 5) -> ShardvizFigure:
                        FIGURE_STATUS_COLOURS["error"] if status.get(path) == "error" else "black", 9))
         titles.append((gx + 0.5, gy + 0.235, f"{g.shape} {format_spec(g.spec)}", "#444444", 7.5))
         panel = layout.panels[0]
-        _draw_panel(ax, layout, panel, gx + 0.06, gy + 0.3, 0.88, 0.65, coords, 7.5,
+        draw_panel(ax, layout, panel, gx + 0.06, gy + 0.3, 0.88, 0.65, coords, 7.5,
                     labels=len(layout.tiles_in(panel)) <= 16, inches_per_unit=cell_w,
                     inches_per_unit_y=cell_h)
     ax.labels(titles)
-    header(fig, [(f"{n} variables — {_plan_line(report)}", 10, "bold", "black")])
+    header(fig, [(f"{n} variables — {plan_line(report)}", 10, "bold", "black")])
     return fig
 
 
@@ -139,7 +139,7 @@ def sweep_figure(frame) -> ShardvizFigure:
     memory = frame["bytes_per_device"].fillna(0).to_numpy(dtype=float)
     comm = frame["collective_bytes"].fillna(0).to_numpy(dtype=float)
     largest = max(memory.max() if n else 0.0, comm.max() if n else 0.0, 1.0)
-    scale, unit = _unit(largest)
+    scale, unit = byte_unit(largest)
     ax.bar(xs - 0.2, np.where(ok, memory / scale, 0), 0.4, color=STACK_COLOURS["variables"],
            label="bytes per device")
     if frame["collective_bytes"].notna().any():

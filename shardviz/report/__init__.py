@@ -15,6 +15,7 @@ Modules:
 - ``frames``: :func:`frame` (a frame built from the schema) and one function per frame;
 - ``totals``: :class:`Totals`, a report's totals computed once;
 - ``mesh_view``: :class:`MeshView`, the frozen view of a report's mesh;
+- ``settings``: :class:`Settings`, what an analysis is asked for, one value every composer passes on;
 - ``report``: the :class:`Report` class, its frames, accessors and display;
 - ``lookups``: a Report's lookups by path (variable, activation, geometry, shards);
 - ``display``: a Report's pictures (show, text, show_mesh, ...);
@@ -27,6 +28,7 @@ from . import schema
 from .frames import FRAMES, frame
 from .mesh_view import MeshView
 from .report import Report
+from .settings import Settings
 from .totals import Totals
 
-__all__ = ["FRAMES", "MeshView", "Report", "Totals", "frame", "schema"]
+__all__ = ["FRAMES", "MeshView", "Report", "Settings", "Totals", "frame", "schema"]

@@ -45,9 +45,9 @@ def why(self: Report, which: object,
     default, always with ``progress=True``, never with ``False``; a
     callable (``print``, say) hears each line instead. Interrupting it
     (Ctrl-C) leaves the report as it was."""
-    from ..explain import _row, cache_of, explain_collective
+    from ..explain import cache_of, collective_row, explain_collective
 
-    index, _ = _row(self, which)
+    index, _ = collective_row(self, which)
     explained = cache_of(self).explanations
     if index not in explained:
         if progress is None:

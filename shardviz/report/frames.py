@@ -186,7 +186,7 @@ def hosts(self: Report) -> pd.DataFrame:
                  "hosts")
 
 
-def _batch_rows_by_position(self: Report) -> dict[int, tuple[int, int]] | None:
+def batch_rows_by_position(self: Report) -> dict[int, tuple[int, int]] | None:
     """Per mesh position, the rows of the first input it holds."""
     if self.trace is None:
         return None
@@ -251,7 +251,7 @@ def collectives(self: Report) -> pd.DataFrame:
     return frame(cols, "collectives")
 
 
-def _crosses_hosts(self: Report, c: Any) -> bool:
+def crosses_hosts(self: Report, c: Any) -> bool:
     owner = self.process_of_position
     if max(owner) == 0:
         return False

@@ -56,7 +56,7 @@ def activation(self: Report, path: str, index: int = 0, call: int = 0) -> Activa
     raise self._unknown_path(path)
 
 
-def _check_path(self: Report, path: object) -> None:
+def check_path(self: Report, path: object) -> None:
     if not isinstance(path, str):
         raise self._unknown_path(path)
 
@@ -108,7 +108,7 @@ def indices(self: Report, path: str, index: int = 0, call: int = 0) -> dict:
     return {d.id: idx for d, idx in a.actual.devices_indices_map(a.shape).items()}
 
 
-def _refuse_uneven(self: Report, a: Activation) -> None:
+def refuse_uneven(self: Report, a: Activation) -> None:
     """JAX describes no per-device index ranges for an uneven split, which
     XLA may choose for an output whether or not a rule asked for it."""
     if not a.uneven_actual:
@@ -122,7 +122,7 @@ def _refuse_uneven(self: Report, a: Activation) -> None:
         path=a.path, layer=a.layer)
 
 
-def _unknown_path(self: Report, path: object) -> ShardvizError:
+def unknown_path(self: Report, path: object) -> ShardvizError:
     if not isinstance(path, str):
         return ShardvizError(
             f"A path must be a string, got {type(path).__name__} {path!r:.60}.",

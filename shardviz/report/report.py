@@ -24,6 +24,7 @@ from ..plan import Plan
 from ..target import Target, checked_against, parse_target
 from . import display, explaining, frames, lookups
 from .mesh_view import MeshView
+from .settings import Settings
 from .totals import Totals
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class Report:
                  problems: list[Problem], rule_usage: list[dict], device_count: int,
                  seconds: float = 0.0, trace: Trace | None = None,
                  trace_error: ShardvizError | None = None, target: Target | None = None,
-                 arguments: dict | None = None,
+                 arguments: dict | None = None, settings: Settings | None = None,
                  reanalyse: Callable[..., Report] | None = None) -> None:
         self.plan = plan
         self.scan = scan
@@ -58,10 +59,14 @@ class Report:
         """Why the forward pass could not run (a ShardvizError), or None."""
         self.target: Target = target if target is not None else parse_target("cpu")
         """The hardware planned for (:class:`~shardviz.target.Target`)."""
+        self.settings: Settings = settings if settings is not None else Settings()
+        """What :func:`~shardviz.analyze` was asked for besides the model and
+        the plan (:class:`~shardviz.report.settings.Settings`), as given: what
+        a re-analysis of another plan or batch passes on, edited."""
         self.arguments: dict = dict(arguments or {})
-        """The keyword arguments of :func:`~shardviz.analyze` besides the model
-        and the plan (inputs, target, ...): what a counterfactual re-analysis
-        repeats."""
+        """The settings as the analysis resolved them (the inputs ``batch=``
+        and ``seq=`` stand for, the threshold in bytes, the mesh axes across
+        slices, the processes the target does not decide): what was run."""
         self._reanalyse = reanalyse
         """:func:`~shardviz.analyze` itself, handed in by it, for why() to
         analyse other plans like this one (the Report does not import it)."""
@@ -83,8 +88,8 @@ class Report:
     memory = functools.cached_property(frames.memory)
     optimizer_variables = functools.cached_property(frames.optimizer_variables)
     estimate = functools.cached_property(frames.estimate)
-    _batch_rows_by_position = frames._batch_rows_by_position
-    _crosses_hosts = frames._crosses_hosts
+    _batch_rows_by_position = frames.batch_rows_by_position
+    _crosses_hosts = frames.crosses_hosts
 
     def ranks_of(self, key: str) -> list[int]:
         """The ranks of the variables and layer outputs ``key`` fullmatches,
@@ -323,12 +328,12 @@ class Report:
     variable = lookups.variable
     output = lookups.output
     activation = lookups.activation
-    _check_path = lookups._check_path
+    _check_path = lookups.check_path
     geometry = lookups.geometry
     shards = lookups.shards
     indices = lookups.indices
-    _refuse_uneven = lookups._refuse_uneven
-    _unknown_path = lookups._unknown_path
+    _refuse_uneven = lookups.refuse_uneven
+    _unknown_path = lookups.unknown_path
 
     # ----------------------------------------------------------- pictures
     show = display.show

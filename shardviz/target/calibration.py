@@ -4,8 +4,8 @@ behind the expected step time.
 Each :class:`MeasuredStep` is one step whose time was measured (on a chip
 shardviz's own records ran on, or in a published run) together with the
 bound shardviz gives for the same program (the largest row of
-``Report.estimate``; ``bench/calibrate_step_time.py`` prints it for the
-published runs, ``bench/chip/compare.py`` for the chip records). The
+``Report.estimate``; ``bench/records/calibrate_step_time.py`` prints it for the
+published runs, ``bench/records/chip/compare.py`` for the chip records). The
 expected step time of a new program is its bound times the median of
 measured over bound for steps of the same kind on the same chip.
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-CHIP_RECORDS = "tests/data/chip/v5e-1x1.jsonl (bench/chip/record.py, bench/chip/compare.py)"
+CHIP_RECORDS = "tests/data/chip/v5e-1x1.jsonl (bench/records/chip/record.py, bench/records/chip/compare.py)"
 TPU_RECIPES = ("published MaxText run (AI-Hypercomputer tpu-recipes, training/trillium); "
-               "bound from bench/calibrate_step_time.py")
+               "bound from bench/records/calibrate_step_time.py")
 
 
 @dataclasses.dataclass(frozen=True)

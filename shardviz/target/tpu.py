@@ -15,7 +15,7 @@ import os
 import re
 from typing import TYPE_CHECKING, ClassVar
 
-from ..devices import _no_libtpu, _quiet_stderr, quiet_tpu_runtime
+from ..devices import no_libtpu, quiet_stderr, quiet_tpu_runtime
 from ..errors import ShardvizError
 from .base import Target
 from .chips import HARDWARE
@@ -80,7 +80,7 @@ def tpu_topology_devices(chip: str, topology: str, slices: int = 1) -> tuple:
     if hardware is not None and topology in hardware.one_host_topologies:
         config["chips_per_host_bounds"] = tuple(int(d) for d in topology.split("x")) + (1,)
     try:
-        with _quiet_stderr():
+        with quiet_stderr():
             try:
                 description = topologies.get_topology_desc(
                     platform="tpu", topology_name=name, num_slices=slices, **config)
@@ -96,7 +96,7 @@ def tpu_topology_devices(chip: str, topology: str, slices: int = 1) -> tuple:
                     **{k: v for k, v in config.items() if k != "chips_per_host_bounds"})
     except Exception as e:
         text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if _no_libtpu():
+        if no_libtpu():
             raise ShardvizError(
                 f"TPU target {name!r} needs libtpu, the TPU compiler, and it is not installed "
                 f"or does not load here ({text[:200]}).",
@@ -161,7 +161,7 @@ def tpu_usable_bytes(chip: str, topology: str) -> int | None:
     huge = jax.ShapeDtypeStruct((2**20, 2**20, 2**8), "float32",
                                 sharding=NamedSharding(mesh, PartitionSpec()))
     try:
-        with _quiet_stderr():
+        with quiet_stderr():
             jax.jit(lambda a: a * 2).lower(huge).compile()
     except Exception as e:
         m = _AVAILABLE.search(str(e))

@@ -14,7 +14,7 @@ from .._adapters import keras as keras_adapter
 from .._adapters.jax import capturing_shardings, module_text, tracing_for
 from ..errors import OutOfMemory, Problem, ShardvizError
 from ..format import format_spec
-from ..layout.match import compiled as compiled_key
+from ..matching.match import compiled as compiled_key
 from . import cached_compile, compile_cache, hlo, sources, xla_log
 
 _RANKING: contextvars.ContextVar[bool] = contextvars.ContextVar("ranking", default=False)
@@ -50,7 +50,7 @@ def _compiler_options(devices) -> dict | None:
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def _short_message(e: Exception) -> str:
+def short_message(e: Exception) -> str:
     """The gist of an exception, without terminal colour codes: Keras wraps
     layer errors as "Exception encountered when calling X.call(). <message>
     Arguments received ..."."""
@@ -269,7 +269,7 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
         else:
             layer = recorder.last_layer
             where = f" after layer {layer!r}" if layer else ""
-        first = _short_message(e)
+        first = short_message(e)
         raise ShardvizError(
             f"The {_named(what)} of model {name!r} failed{where}: {type(e).__name__}: {first}",
             hint="Check the input shapes and dtypes against the model, and the /output rules "
@@ -410,7 +410,7 @@ def out_of_memory(error: Exception, what: str, name: str) -> OutOfMemory:
     >>> oom.needed - oom.available
     92160
     """
-    text = _short_message(error)
+    text = short_message(error)
     m = _OOM.search(str(error)) or _OOM_USED.search(str(error))
     needed = _bytes(m.group(1), m.group(2)) if m else None
     available = _bytes(m.group(3), m.group(4)) if m else None

@@ -23,7 +23,7 @@ from ..errors import ShardvizError
 # Re-exported: shardviz and its tests read these as ``hlo.<name>``.
 from .memory import memory as memory
 from .memory import unread_bytes as unread_bytes
-from .replica_groups import _permute_axes, group_axes
+from .replica_groups import group_axes, permute_axes
 from .replica_groups import parse_replica_groups as parse_replica_groups
 from .scopes import layer_for_scope as layer_for_scope
 from .scopes import scopes_of
@@ -188,7 +188,7 @@ def collectives(hlo_text: str, axis_names, mesh_shape) -> list[Collective]:
             if not groups:  # an empty list means one group of every device
                 groups = (tuple(range(math.prod(mesh_shape))),)
         if kind == "collective-permute":
-            axes, complete = _permute_axes(groups, axis_names, mesh_shape), True
+            axes, complete = permute_axes(groups, axis_names, mesh_shape), True
         else:
             axes, complete = group_axes([list(g) for g in groups], axis_names, mesh_shape)
         op_name = _attr(attrs, "op_name") or ""

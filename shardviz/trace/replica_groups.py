@@ -151,7 +151,7 @@ def group_axes(groups, axis_names, mesh_shape) -> tuple[tuple, bool]:
     return tuple(axis_names[a] for a in sorted(varying)), complete
 
 
-def _permute_axes(pairs, axis_names, mesh_shape):
+def permute_axes(pairs, axis_names, mesh_shape):
     varying = set()
     for src, dst in pairs:
         a = np.unravel_index(src, mesh_shape)

@@ -21,11 +21,11 @@ import time
 from .._adapters import keras as keras_adapter
 from ..errors import Problem, ShardvizError
 from ..layout.geometry import GeometryError, geometry_of, itemsize, spec_from_sharding
-from ..layout.match import RuleMatcher
+from ..matching.match import RuleMatcher
 from ..model.inputs import normalize_inputs
 from . import hlo
 from .activations import Recorder
-from .compile import _short_message, collectives_of, compile_pass, reshard_problems
+from .compile import collectives_of, compile_pass, reshard_problems, short_message
 from .cost import priced
 from .scopes import grouped_convolution_layers
 
@@ -293,7 +293,7 @@ def _layer_error(error, name, remat) -> ShardvizError | None:
         hint = f"Check that a {layer} layer runs under model.fit with these inputs."
     after = str(error)[found.end():].splitlines()
     inner = next((line for line in after if line.strip(" .'")), "")
-    said = _short_message(RuntimeError(inner)) if inner else _short_message(error)
+    said = short_message(RuntimeError(inner)) if inner else short_message(error)
     return ShardvizError(
         f"The train step of model {name!r} failed in a {layer} layer"
         f"{' under remat=' + repr(remat) if remat else ''}: {said}", hint=hint, layer=layer)
@@ -325,7 +325,7 @@ def _data_error(error, name, labels, setup) -> ShardvizError:
         loss += " (the model was not compiled, so shardviz compiled it with SGD and this loss)"
     return ShardvizError(
         f"The train step of model {name!r} failed on labels {what} with {loss}: "
-        f"{type(error).__name__}: {_short_message(error)}",
+        f"{type(error).__name__}: {short_message(error)}",
         hint="Give labels= the shape model.fit would take for this loss (for "
         "SparseCategoricalCrossentropy: the outputs' shape without the last dim, integer "
         "class ids; for most others: the outputs' shape)"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as widgets
 
 from ...format import human_bytes
+from ...render import explanation_view
 from ...render.html import collectives_html, styled
 from ...render.palette import STATUS_COLOURS
 from ..common import note_html, show_png
@@ -93,7 +94,7 @@ class CommunicationTab(Tab):
         self.why_html.value = (note_html(
             "Stale: this explains the last forward pass, which ran under an older plan; run it "
             "again to explain (and fix) the current one.", STATUS_COLOURS["warning"]) if stale else "") \
-            + styled(why._repr_html_())
+            + styled(explanation_view.html(why))
         self.fix_button.disabled = why.fix is None or stale
 
     def _apply_fix(self) -> None:

@@ -22,7 +22,7 @@ from ...model.tuning import DTYPES, QUANTIZE_MODES
 from ...planner import fit
 from ...planner.fit_answer import FitAnswer
 from ...planner.fit_search import MAX_COMPILES
-from ...render.fit_html import answers_table, compiles_table, expected_step_html
+from ...render.fit_view import answers_table, compiles_table, expected_step_html
 from ...render.html import styled
 from ...render.palette import STATUS_COLOURS
 from ..common import error_html, note_html

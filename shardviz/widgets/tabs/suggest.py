@@ -8,6 +8,7 @@ import html
 import ipywidgets as widgets
 
 from ...planner import plan_diff, suggest
+from ...render import suggest_view
 from ...render.html import styled
 from ..common import note_html
 from ..tab import Tab
@@ -56,7 +57,7 @@ class SuggestTab(Tab):
         found = suggest(state.scan, devices=n, inputs=state.inputs, target=target,
                         train_step=state.train_step, labels=state.labels)
         self._suggestions = list(found)
-        self.table.value = styled(found._repr_html_())
+        self.table.value = styled(suggest_view.html(found))
         self.note.value = note_html(
             f"{len(found)} plans for {n} devices, best first"
             + ("" if state.inputs is not None else

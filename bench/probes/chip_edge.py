@@ -11,7 +11,7 @@
 
 Run on a machine with one TPU chip (see README.md for the set-up):
 
-    KERAS_BACKEND=jax python3 bench/chip/edge.py --out edge.jsonl
+    KERAS_BACKEND=jax python3 bench/probes/chip_edge.py --out edge.jsonl
 
 One JSON object per case is appended to ``--out``. The records made on a TPU
 v5e chip are in ``tests/data/chip/v5e-1x1-edge.jsonl``.

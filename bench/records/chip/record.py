@@ -1,13 +1,13 @@
 """Record what one accelerator does with Keras ``model.fit`` / ``model.predict``.
 
-Needs only jax, keras, numpy (and bench/chip/models.py beside this file).
+Needs only jax, keras, numpy (and bench/records/chip/models.py beside this file).
 Writes one JSON object per case to --out, flushed as soon as the case ends.
 
-    KERAS_BACKEND=jax python bench/chip/record.py --out records.jsonl
-    KERAS_BACKEND=jax python bench/chip/record.py --cases decoder_lora --out lora.jsonl
-    JAX_PLATFORMS=cpu python bench/chip/record.py --small --out /tmp/x.jsonl
+    KERAS_BACKEND=jax python bench/records/chip/record.py --out records.jsonl
+    KERAS_BACKEND=jax python bench/records/chip/record.py --cases decoder_lora --out lora.jsonl
+    JAX_PLATFORMS=cpu python bench/records/chip/record.py --small --out /tmp/x.jsonl
 
-See bench/chip/README.md for the fields.
+See bench/records/chip/README.md for the fields.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """One keras-hub backbone's entry: its smallest published preset's
 configuration and a reduced one that keeps its structure, with what its
-published parameter count covers (:class:`HubBackbone`).
+published parameter count covers (:class:`HubBackbone`). The entries are
+read from ``shardviz/hub/data/*.json`` (:mod:`~shardviz.hub.catalogue`).
 
->>> e = entry("XBackbone", "x_base", 10, {"hidden_dim": 64}, {"hidden_dim": 8})
+>>> e = HubBackbone("XBackbone", "x_base", 10, {"hidden_dim": 64}, {"hidden_dim": 8})
 >>> e.count_check(trainable=10, total=12)
 'params as published'
 >>> e.count_check(trainable=9, total=9)
@@ -13,8 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
-
-NO_DROPOUT = {"dropout": 0.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,18 +61,11 @@ class HubBackbone:
         return "params as published"
 
 
-def entry(name: str, preset: str, params: int | None, full: dict, reduced: dict,
-          note: str = "", lengths: dict | None = None, counted: str = "trainable",
-          extra: int = 0, part: str = "") -> HubBackbone:
-    """A :class:`HubBackbone`, positionally as the configuration tables write it."""
-    return HubBackbone(name, preset, params, full, reduced, note, lengths or {}, counted, extra,
-                       part)
-
-
-def sub(cls: str, module: str | None = None, **config: Any) -> dict:
+def sub(cls: str, module: str | None = None, **config: Any) -> dict[str, Any]:
     """A sub-model's serialized configuration, for a composite backbone
     (CLIP's towers, SAM's encoders) that ``from_config`` builds: a class
-    keras-hub registers as ``keras_hub>cls``, or one in ``module``.
+    keras-hub registers as ``keras_hub>cls``, or one in ``module``. The data
+    files hold composite backbones' sub-models in this form.
 
     >>> sub("CLIPTextEncoder", vocabulary_size=256)["class_name"]
     'keras_hub>CLIPTextEncoder'

@@ -1,8 +1,8 @@
-"""Every keras-hub backbone of shardviz.model.hub_backbones, at its reduced
+"""Every keras-hub backbone of shardviz.hub, at its reduced
 size: shardviz.layout_map_for's map on a batch=2 x model=4 mesh, verified on
 2 processes (forward pass and one model.fit step) against one process.
 
-Run:  .venv/bin/python bench/hub_verify.py [--classes LlamaBackbone,...] [--out FILE]
+Run:  .venv/bin/python bench/records/hub_verify.py [--classes LlamaBackbone,...] [--out FILE]
 
 A backbone with several outputs (BERT's sequence and pooled outputs, an
 encoder-decoder's two) trains on one (the decoder's, else the sequence
@@ -28,22 +28,22 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 MESH = {"batch": 2, "model": 4}
 BATCH, SEQ = 8, 32
 
 
-SINGLE = """from shardviz.model import hub_backbones
-build = hub_backbones.builder({name!r})
+SINGLE = """from shardviz import hub
+build = hub.builder({name!r})
 """
 SEVERAL = """import keras
-from shardviz.model import hub_backbones
+from shardviz import hub
 
 
 def build():
-    backbone = hub_backbones.builder({name!r})()
+    backbone = hub.builder({name!r})()
     return keras.Model(backbone.input, backbone.output[{key!r}], name=backbone.name)
 """
 
@@ -52,7 +52,7 @@ def main() -> None:
     import shardviz
 
     shardviz.simulate_devices(8)
-    from shardviz.model import hub_backbones as hb
+    from shardviz import hub as hb
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--classes", default=",".join(hb.BACKBONES))

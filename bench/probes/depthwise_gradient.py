@@ -2,7 +2,7 @@
 against one device: XLA's partitioner can sum the kernel's gradient over
 copies of the batch.
 
-Run:  .venv/bin/python bench/depthwise_gradient.py
+Run:  .venv/bin/python bench/probes/depthwise_gradient.py
 
 On 8 simulated CPU devices it compiles ``grad(mean(conv(x, k)**2))`` of a
 depthwise convolution (``feature_group_count`` = channels) and of a dense one,

@@ -1,6 +1,6 @@
 """Print the chip's records beside shardviz's answers for the same programs.
 
-    .venv/bin/python bench/chip/compare.py [--cases decoder_fit_b4,...]
+    .venv/bin/python bench/records/chip/compare.py [--cases decoder_fit_b4,...]
 
 For each ``fit`` record in ``tests/data/chip/v5e-1x1.jsonl``, shardviz
 analyses the same model and data on ``target="v5e:1x1"`` with
@@ -19,7 +19,7 @@ import sys
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-RECORDS = HERE.parent.parent / "tests" / "data" / "chip" / "v5e-1x1.jsonl"
+RECORDS = HERE.parent.parent.parent / "tests" / "data" / "chip" / "v5e-1x1.jsonl"
 
 
 def records(path=RECORDS):

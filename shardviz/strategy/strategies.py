@@ -54,7 +54,7 @@ REASONS = {
                      "`{axis}`: otherwise XLA sums a grouped convolution's kernel gradient over "
                      "the copies of the batch on `{axis}` too, and the train step's gradient "
                      "comes out {k} times too large (wrong-gradient; measured in Keras's own "
-                     "train step by bench/depthwise_gradient.py)",
+                     "train step by bench/probes/depthwise_gradient.py)",
     "lora": "LoRA factors follow their kernel's split (A its input dims, B its output dim), so "
             "the low-rank path adds no communication",
     "other": "{layers} split{s} over `{axis}`; what it does could not be read from its shape, "
@@ -65,7 +65,7 @@ REASONS = {
 }
 
 
-def _strategies(scan: Scan, n: int, sequence: bool = True
+def candidate_plans(scan: Scan, n: int, sequence: bool = True
                 ) -> list[tuple[str, Plan, dict[str, str]]]:
     """Every strategy on every factorisation of ``n``; sequence-parallel
     variants only with ``sequence`` (they differ from tensor parallel only in

@@ -4,7 +4,7 @@ configuration (no weights), its train step compiled for ``v6e:2x4`` by the
 TPU compiler on this machine, and its bound and expected time printed beside
 the published step time.
 
-Run:  .venv/bin/python bench/calibrate_step_time.py
+Run:  .venv/bin/python bench/records/calibrate_step_time.py
 
 The ``bound`` column is what :data:`shardviz.target.MEASURED_STEPS` holds for
 each run; ``leave-one-out`` is the expected time calibrated without the run
@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 SEQ = 8192
 TARGET = "v6e:2x4"

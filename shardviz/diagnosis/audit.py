@@ -36,25 +36,22 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import analyze
-from ..devices import quiet_start_up
 from ..errors import OutOfMemory, ShardvizError
 from ..format import human_bytes, plural
 from ..layout.geometry import itemsize
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
-from ..plan import Plan, as_plan
-from ..report import Report
-from .audit_splits import Split, better_splits
-from .meshes import _meshes, keras_mesh
-from .rules import rules_for
-from .specs import tensor_parallel_specs
+from ..plan import Plan
+from ..report import Report, Settings
+from ..strategy.meshes import mesh_shapes, spans_slices
+from ..strategy.rules import rules_for
+from ..strategy.sources import hub_class, layout_source
+from ..strategy.specs import tensor_parallel_specs
+from .splits import Split, better_splits
 
 FINDING_COLUMNS = ["kind", "severity", "where", "mesh", "message", "bytes_per_device",
                    "fixed_bytes_per_device", "collective_bytes", "fixed_collective_bytes", "fix"]
 
-LAYOUTS = ("Give a shardviz Plan, a Keras LayoutMap or ModelParallel, a function of a "
-           "DeviceMesh that returns a LayoutMap, or a class with get_layout_map (a keras-hub "
-           "backbone's, or its name, such as 'LlamaBackbone').")
 
 CLASS_MESH = {"batch": 1, "model": 8}
 """The main mesh of a class's own map when none is given."""
@@ -65,7 +62,8 @@ REPLICATED_BYTES = 1 << 20
 
 @dataclasses.dataclass
 class Audit:
-    """An audit of one layout map for one model (:func:`audit`)."""
+    """An audit of one layout map for one model (:func:`audit`), shown as
+    text and HTML by :mod:`shardviz.render.audit_view`."""
 
     model_name: str
     plan: Plan
@@ -91,82 +89,17 @@ class Audit:
         return self.findings[self.findings.kind == kind]
 
     def __str__(self) -> str:
-        head = (f"shardviz.audit of {self.model_name} on {self.plan.mesh_dict}: "
-                f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}")
-        lines = [head]
-        for row in self.findings.to_dict("records"):
-            where = f" [{row['mesh']}]" if row["mesh"] else ""
-            lines.append(f"  {row['kind']}{where}: {row['message']}")
-            if row["fix"]:
-                lines.append(f"    fix: {row['fix']}")
-        return "\n".join(lines)
+        from ..render.audit_view import text
+
+        return text(self)
 
     def __repr__(self) -> str:
         return f"<Audit {self.model_name}: {len(self.findings)} findings>"
 
     def _repr_html_(self) -> str:
-        return self.findings.to_html(index=False, na_rep="")
+        from ..render.audit_view import html
 
-
-# ------------------------------------------------------------------ the layout source
-def layout_source(layout: object) -> tuple[Callable[[dict[str, int]], Plan], dict[str, int] | None]:
-    """``(plan_for, mesh)``: a function of a mesh shape that gives the map as
-    a Plan on it, and the map's own mesh (None for a class, whose map is
-    built for any mesh)."""
-    from .._adapters import keras as keras_adapter
-
-    if isinstance(layout, str):
-        layout = _hub_class(layout)
-    if isinstance(layout, type) and not hasattr(layout, "get_layout_map"):
-        raise ShardvizError(f"The class {layout.__name__} has no get_layout_map(device_mesh).",
-                            hint=LAYOUTS)
-    if isinstance(layout, type):
-        cls: Any = layout
-
-        def from_class(mesh: dict[str, int]) -> Plan:
-            return Plan.from_keras(cls.get_layout_map(keras_mesh(mesh)))
-
-        return from_class, None
-    kd = keras_adapter.keras().distribution
-    if callable(layout) and not isinstance(layout, (Plan, kd.LayoutMap, kd.ModelParallel,
-                                                    kd.DataParallel)):
-        make = layout
-        return (lambda mesh: Plan.from_keras(make(keras_mesh(mesh)))), None
-    if isinstance(layout, dict) and "format" not in layout:
-        raise ShardvizError("A dict of rules is not a layout map on its own: it names no mesh.",
-                            hint="Give shardviz.Plan({'batch': 2, 'model': 4}, rules), a Keras "
-                            "LayoutMap, or a class with get_layout_map.")
-    if not isinstance(layout, (Plan, dict, kd.LayoutMap, kd.ModelParallel, kd.DataParallel)):
-        raise ShardvizError(f"audit takes the layout map to audit; got {type(layout).__name__}.",
-                            hint=LAYOUTS)
-    plan = as_plan(layout)
-
-    def resized(mesh: dict[str, int]) -> Plan:
-        return Plan(mesh, [(r.key, r.axes) for r in plan.rules], plan.batch_axis)
-
-    return resized, plan.mesh_dict
-
-
-def _hub_class(name: str) -> type:
-    """A keras-hub backbone class by name (``"LlamaBackbone"``,
-    ``"keras_hub.models.LlamaBackbone"``)."""
-    import importlib
-
-    module, _, attr = name.rpartition(".")
-    try:
-        with quiet_start_up():
-            owner = importlib.import_module(module or "keras_hub.models")
-        cls = getattr(owner, attr)
-    except (ImportError, AttributeError):
-        raise ShardvizError(f"{name!r} names no class with a layout map.",
-                            hint="Give the name of a keras-hub backbone class that ships "
-                            "get_layout_map, such as 'LlamaBackbone', or a class of your own "
-                            "with get_layout_map (module.path:Class on the command line).") \
-            from None
-    if not hasattr(cls, "get_layout_map"):
-        raise ShardvizError(f"{name} ships no get_layout_map.",
-                            hint="shardviz.suggest(...) proposes a plan for it.")
-    return cls
+        return html(self)
 
 
 # ------------------------------------------------------------------ the audit
@@ -174,7 +107,8 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
           meshes: list[dict[str, int]] | None = None, inputs: object = None,
           batch: int | None = None, seq: int | None = None, target: str | None = None,
           compare: bool = True, replicated_bytes: int = REPLICATED_BYTES,
-          progress: Callable[[str], object] | None = None) -> Audit:
+          progress: Callable[[str], object] | None = None,
+          settings: Settings | None = None) -> Audit:
     """Audit a layout map for a model.
 
     Args:
@@ -195,14 +129,21 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
             of its own; smaller ones are one finding when together they are
             over half the model's bytes.
         progress: a callable given a line per step.
+        settings: the analysis settings every analysis carries
+            (:class:`~shardviz.report.settings.Settings`, such as a report's
+            ``report.settings``); ``inputs``, ``batch``, ``seq`` and ``target``
+            given here replace its values where they differ from their defaults.
     """
     say = progress or (lambda line: None)
-    scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(model_or_builder)
+    asked = (settings if settings is not None else Settings()).given(
+        inputs=inputs, batch=batch, seq=seq, target=target)
+    inputs = asked.inputs
+    scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
+        model_or_builder, tuning=asked.tuning)
     plan_for, own = layout_source(layout)
     main = dict(mesh or own or CLASS_MESH)
     _check_class(scan, layout, main)
     axes = tuple(main)
-    shapes = meshes if meshes is not None else _meshes(axes, math.prod(main.values()))
     rows: list[dict] = []
     plan = _build(plan_for, main, rows)
     if plan is None:
@@ -210,14 +151,16 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
                             hint="Fix the map's code so that it returns a keras.distribution."
                             "LayoutMap for a DeviceMesh of this shape, or give a mesh= shape "
                             "it builds on.")
-    compiled = inputs is not None or batch is not None or seq is not None
+    shapes = meshes if meshes is not None else [  # on several slices, those that span them
+        shape for shape in mesh_shapes(axes, math.prod(main.values()))
+        if spans_slices(shape, plan.batch_axis, asked.slices, asked.dcn_axes)]
+    compiled = inputs is not None or asked.batch is not None or asked.seq is not None
     if inputs is not None:  # inputs the model cannot take are the user's to fix, not the map's
         _check_inputs(scan, inputs)
-    run: dict[str, Any] = dict(target=target)
-    if compiled:
-        run.update(inputs=inputs, batch=batch, seq=seq)
+    layouts = asked.replace(inputs=None, batch=None, seq=None, labels=None, train_step=False)
+    run = asked if compiled else layouts
     say(f"audit: the map on {main}" + (", compiling its forward pass" if compiled else ""))
-    base = analyze(scan, plan, **run)
+    base = analyze(scan, plan, settings=run)
     broken = [p for p in base.errors if p.kind in ("invalid-regex", "unknown-axis",
                                                    "duplicate-axis")]
     if broken:  # Keras would refuse the map itself: nothing else is worth auditing
@@ -229,7 +172,7 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
     rows += _unused(base)
     for shape in shapes:
         say(f"audit: the map built on {shape}")
-        rows += _indivisible(scan, plan_for, shape, rows)
+        rows += _indivisible(scan, plan_for, shape, rows, layouts)
     fixed = fixed_report = None
     if compiled and compare and base.trace_error is None:
         found = better_splits(scan, plan, base, run, say)
@@ -255,7 +198,7 @@ def _check_class(scan: Scan, layout: object, mesh: dict[str, int]) -> None:
     mesh whose axes have the names it splits over (keras-hub's: ``batch``
     and ``model``, its ``get_layout_map`` defaults), before the class's own
     code fails on another."""
-    cls = _hub_class(layout) if isinstance(layout, str) else layout
+    cls = hub_class(layout) if isinstance(layout, str) else layout
     if not (isinstance(cls, type) and hasattr(cls, "get_layout_map")):
         return
     if not isinstance(scan.model, cls):
@@ -400,12 +343,12 @@ def _unused(report: Report) -> list[dict]:
 
 
 def _indivisible(scan: Scan, plan_for: Callable[[dict[str, int]], Plan],
-                 mesh: dict[str, int], rows: list[dict]) -> list[dict]:
+                 mesh: dict[str, int], rows: list[dict], settings: Settings) -> list[dict]:
     """The splits that do not divide on ``mesh``, one row per rule."""
     plan = _build(plan_for, mesh, rows)
     if plan is None:
         return []
-    report = analyze(scan, plan)
+    report = analyze(scan, plan, settings=settings)
     by_rule: dict[str, list] = {}
     for p in report.problems_of("indivisible"):
         by_rule.setdefault(p.rule or p.path or "", []).append(p)
@@ -454,4 +397,4 @@ def _listed(paths: list[str]) -> str:
     return paths[0] + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
 
 
-__all__ = ["Audit", "audit", "layout_source"]
+__all__ = ["Audit", "audit"]

@@ -17,14 +17,13 @@ import itertools
 import math
 import re
 from collections.abc import Callable
-from typing import Any
 
 from ..analysis import analyze, ranking_compiles
 from ..model.scan import Scan
 from ..plan import Plan
 from ..plan.rule import Rule
-from ..report import Report
-from .rules import rules_for
+from ..report import Report, Settings
+from ..strategy.rules import rules_for
 
 BETTER = 0.05
 """An alternative is kept when it needs this fraction fewer collective bytes
@@ -47,7 +46,7 @@ class Split:
     """The paths whose split moves (all of ``matched``, or those of one shape)."""
 
 
-def better_splits(scan: Scan, plan: Plan, base: Report, run: dict[str, Any],
+def better_splits(scan: Scan, plan: Plan, base: Report, run: Settings,
                   say: Callable[[str], object]) -> tuple[Plan, Report, list[Split]] | None:
     """The best plan found by moving rules' mesh axes to other dims, its
     compiled report and the rules it changed; None when nothing compiled
@@ -89,12 +88,12 @@ def better_splits(scan: Scan, plan: Plan, base: Report, run: dict[str, Any],
         for n, trial in enumerate(trials):
             edits: Edits = {i: replacement for i, (replacement, _) in trial.items()}
             say("audit: " + "; ".join(f"{k} as {a}" for r in edits.values() for k, a in r))
-            alt = analyze(scan, edited(plan, edits), **run)
+            alt = analyze(scan, edited(plan, edits), settings=run)
             if alt.trace_error is None and _better(alt, base):
                 ranked.append((_key(alt, trial), n))
     for _, n in sorted(ranked):  # the figures shown come from a default compile
         trial = trials[n]
-        report = analyze(scan, edited(plan, {i: r for i, (r, _) in trial.items()}), **run)
+        report = analyze(scan, edited(plan, {i: r for i, (r, _) in trial.items()}), settings=run)
         if report.trace_error is None and _better(report, base):
             break
     else:

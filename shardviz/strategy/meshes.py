@@ -35,6 +35,21 @@ def divisors(n: int) -> list[int]:
     return low + high[::-1]
 
 
+def spans_slices(mesh: dict[str, int], batch_axis: str | None, slices: int,
+                 dcn_axes: Sequence[str] | None = None) -> bool:
+    """Whether the mesh axis that spans ``slices`` slices (the first of
+    ``dcn_axes``, by default the batch axis) divides among them: a mesh
+    whose axis does not is no layout for that many slices.
+
+    >>> spans_slices({"batch": 4, "model": 2}, "batch", 2), spans_slices({"batch": 1, "model": 8}, "batch", 2)
+    (True, False)
+    """
+    if slices == 1:
+        return True
+    axis = (tuple(dcn_axes or ()) or (batch_axis,))[0]
+    return axis is not None and mesh.get(axis, 1) % slices == 0
+
+
 def mesh_count(n: int, axes: int) -> int:
     """How many assignments of sizes to ``axes`` axes have the product ``n``,
     counted from the prime factors of ``n`` without listing them.
@@ -55,13 +70,13 @@ def mesh_count(n: int, axes: int) -> int:
     return count
 
 
-def _meshes(axes: Sequence[str], n: int) -> list[dict[str, int]]:
+def mesh_shapes(axes: Sequence[str], n: int) -> list[dict[str, int]]:
     """Every assignment of sizes to ``axes`` whose product is ``n``."""
     if len(axes) == 1:
         return [{axes[0]: n}]
     out = []
     for k in divisors(n):
-        out += [{axes[0]: k, **rest} for rest in _meshes(axes[1:], n // k)]
+        out += [{axes[0]: k, **rest} for rest in mesh_shapes(axes[1:], n // k)]
     return out
 
 

@@ -2,12 +2,12 @@
 against shardviz.layout_map_for's, each compiled for a forward pass.
 
 Run:
-  .venv/bin/python bench/hub_maps.py                     # reduced sizes, 8 simulated CPUs
-  .venv/bin/python bench/hub_maps.py --size preset --jobs 2  # presets' sizes, v5e:2x4, v5e:4x4
-  .venv/bin/python bench/hub_maps.py --classes LlamaBackbone,GemmaBackbone
+  .venv/bin/python bench/records/hub_maps.py                     # reduced sizes, 8 simulated CPUs
+  .venv/bin/python bench/records/hub_maps.py --size preset --jobs 2  # presets' sizes, v5e:2x4, v5e:4x4
+  .venv/bin/python bench/records/hub_maps.py --classes LlamaBackbone,GemmaBackbone
 
 ``--size reduced`` builds each backbone at a reduced size that keeps its
-structure (shardviz.model.hub_backbones) and compiles on 8 simulated CPU
+structure (shardviz.hub) and compiles on 8 simulated CPU
 devices (a batch=2 x model=4 mesh); it also audits the shipped map.
 ``--size preset`` builds each at its smallest published preset's
 configuration (no weights, nothing allocated), checks the parameter count
@@ -33,7 +33,7 @@ import platform
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 REDUCED = {"meshes": [(None, {"batch": 2, "model": 4})], "batch": 8, "seq": 32}
 PRESET = {"meshes": [("v5e:2x4", {"batch": 2, "model": 4}),
@@ -50,7 +50,7 @@ def mib(value) -> str:
 
 def rows(name: str, size: str, settings: dict, audit: bool):
     import shardviz
-    from shardviz.model import hub_backbones as hb
+    from shardviz import hub as hb
     from shardviz.planner.layout_maps import choose_map
 
     entry = hb.entry(name)
@@ -146,7 +146,7 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=1, help="processes to share the backbones")
     p.add_argument("--rows-only", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
-    from shardviz.model import hub_backbones as hb
+    from shardviz import hub as hb
 
     shardviz.simulate_devices(8)
     settings = REDUCED if a.size == "reduced" else PRESET
@@ -173,7 +173,7 @@ def main() -> None:
     versions = ", ".join(f"{m} {md.version(m)}" for m in ("keras", "keras-hub", "jax", "jaxlib")
                          if _installed(m))
     tpu = md.version("libtpu") if _installed("libtpu") else "absent"
-    print(f"\nMade {datetime.date.today()} by `bench/hub_maps.py --size {a.size}` in "
+    print(f"\nMade {datetime.date.today()} by `bench/records/hub_maps.py --size {a.size}` in "
           f"{time.perf_counter() - start:.0f} s with Python {platform.python_version()}, "
           f"{versions}, libtpu {tpu}, shardviz {shardviz.__version__}.")
 

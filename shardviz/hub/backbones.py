@@ -4,20 +4,20 @@ preset, and at a reduced size that keeps their structure (the ratio of query
 heads to key/value heads, tied or untied embeddings, experts, encoder and
 decoder).
 
-The configurations are in :mod:`~shardviz.model.hub_configs_listed`,
-:mod:`~shardviz.model.hub_configs_text` and
-:mod:`~shardviz.model.hub_configs_vision`. Each preset's figures are its
-published configuration; ``bench/hub_maps.py --size preset`` builds each one
-without allocating and checks its parameter count against the count keras-hub
+The configurations are data: ``shardviz/hub/data/listed.json``,
+``text.json`` and ``vision.json``, read by :mod:`~shardviz.hub.catalogue`.
+Each preset's figures are its published configuration;
+``bench/records/hub_maps.py --size preset`` builds each one without
+allocating and checks its parameter count against the count keras-hub
 publishes in the preset's metadata (``HubBackbone.count_check``), as
 ``tests/test_hub_backbones.py`` does for every one.
 
->>> from shardviz.model import hub_backbones
->>> hub_backbones.BACKBONES[:3]
+>>> from shardviz import hub
+>>> hub.BACKBONES[:3]
 ('GemmaBackbone', 'LlamaBackbone', 'Llama3Backbone')
->>> hub_backbones.config("LlamaBackbone", "reduced")["num_key_value_heads"]
+>>> hub.config("LlamaBackbone", "reduced")["num_key_value_heads"]
 8
->>> hub_backbones.entry("ResNetBackbone")  # doctest: +ELLIPSIS
+>>> hub.entry("ResNetBackbone")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
 shardviz.errors.ShardvizError: ResNetBackbone has no transformer blocks...
@@ -31,13 +31,10 @@ from typing import Any
 
 from ..devices import quiet_start_up
 from ..errors import ShardvizError
-from . import hub_configs_listed as listed
-from . import hub_configs_text as text
-from . import hub_configs_vision as vision
-from .hub_entry import HubBackbone
+from .backbone import HubBackbone
+from .catalogue import entries
 
-HUB_BACKBONES: dict[str, HubBackbone] = {
-    b.name: b for b in listed.ENTRIES + text.ENTRIES + vision.ENTRIES}
+HUB_BACKBONES: dict[str, HubBackbone] = {b.name: b for b in entries()}
 BACKBONES: tuple[str, ...] = tuple(HUB_BACKBONES)
 """In the order the issue of proving them takes: the seven with a shipped map first, then
 the others it names, then every other one with transformer blocks (text, then vision)."""
@@ -53,7 +50,7 @@ NOT_PROVEN = {
 
 DISAGREES: dict[str, str] = {}
 """Configured backbones whose map is not proven on two processes, and why: the
-records of ``bench/hub_verify.py`` (``tests/data/hub_verify.jsonl``) show it."""
+records of ``bench/records/hub_verify.py`` (``tests/data/hub_verify.jsonl``) show it."""
 
 _ALIASES = {"ESM2Backbone": "ESMBackbone", "SmolLMBackbone": "SmolLM3Backbone"}
 """keras-hub exports these classes under two names."""
@@ -98,7 +95,7 @@ def builder(name: str, size: str = "reduced", whole: bool = False,
     """A function that builds the backbone at ``size`` (seeded, so two builds
     have equal weights); ``overrides`` replace constructor arguments (such as
     ``dtype="bfloat16"``). Where the backbone's proven map covers one
-    sub-model (:attr:`~shardviz.model.hub_entry.HubBackbone.part`), the
+    sub-model (:attr:`~shardviz.hub.backbone.HubBackbone.part`), the
     function returns that sub-model, built inside the whole backbone so that
     its variables have the backbone's own paths; ``whole=True`` returns the
     whole backbone.
@@ -110,7 +107,7 @@ def builder(name: str, size: str = "reduced", whole: bool = False,
     short = entry(name).name
     part = "" if whole else entry(name).part
 
-    def build():
+    def build() -> Any:
         import keras
 
         with quiet_start_up():
@@ -135,7 +132,7 @@ def inputs(name: str, model: Any, batch: int, seq: int, size: str = "reduced") -
     fixes an input's length (Whisper's audio frames)."""
     import jax
 
-    from .inputs import TokenBatch
+    from ..model.inputs import TokenBatch
 
     fixed = entry(name).lengths.get(size, {})
     given = TokenBatch(model, seq).at(batch)
@@ -151,7 +148,7 @@ def scan(name: str, size: str = "reduced", batch: int = 8, seq: int = 32, **over
     inputs have lengths of their own (Moonshine's audio, SAM's empty mask
     prompts) shows every layer's output to the planner. Where the proven map
     covers one part, the part is scanned ``within`` the whole backbone."""
-    from .scan import scan as scan_model
+    from ..model.scan import scan as scan_model
 
     # A part (SD3's diffuser) is planned within the whole backbone, so that no rule
     # written for it matches the variables around it (the text encoders' tables).

@@ -4,7 +4,7 @@ non-causal and causal, scaled by 1/sqrt(head_dim) (the default) and not
 scaled (scale=1), at the highest matmul precision (float32 inputs) and the
 default one.
 
-    KERAS_BACKEND=jax python3 bench/chip/attention_probe.py --out probe.jsonl
+    KERAS_BACKEND=jax python3 bench/probes/chip_attention.py --out probe.jsonl
 """
 import argparse
 import json
