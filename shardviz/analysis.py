@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from . import checks
-from .errors import OutOfMemory, Problem, ShardvizError
+from .errors import BLOCKING, OutOfMemory, Problem, ShardvizError
 from .format import plural
 from .layout.assign import output_layouts, variable_layouts
 from .layout.geometry import mesh_model
@@ -34,10 +34,6 @@ from .target import Target, parse_target
 from .trace import Trace
 from .trace import trace as run_trace
 from .trace.compile import ranking_compiles
-
-BLOCKING = {"conflict", "indivisible", "rank-mismatch", "unknown-axis", "duplicate-axis",
-            "invalid-regex", "duplicate-rule", "batch-axis", "multi-output-rule"}
-"""Error kinds that make Keras refuse the plan before the forward pass runs."""
 
 __all__ = ["BLOCKING", "analyze", "ranking_compiles"]
 

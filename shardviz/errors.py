@@ -60,6 +60,10 @@ PROBLEM_KINDS = {
 }
 """Every problem kind shardviz reports, with a one-line description."""
 
+BLOCKING = frozenset({"conflict", "indivisible", "rank-mismatch", "unknown-axis", "duplicate-axis",
+                      "invalid-regex", "duplicate-rule", "batch-axis", "multi-output-rule"})
+"""Error kinds that make Keras refuse the plan before the forward pass runs."""
+
 KINDS = PROBLEM_KINDS
 """The same table by its first name (``from shardviz.errors import KINDS``)."""
 

@@ -120,7 +120,7 @@ def test_docstring_examples_run(name):
 def test_one_error_vocabulary():
     from shardviz import ShardvizError
     from shardviz.layout.geometry import GeometryError, MeshModel, geometry_of
-    from shardviz.render.export import frames_from_json
+    from shardviz.report.serialize import frames_from_json
 
     with pytest.raises(ShardvizError) as info:
         geometry_of(MeshModel((("model", 4),), True), (6,), "float32", ("model",))
@@ -161,7 +161,7 @@ def test_the_schema_names_every_frame_a_report_has():
 
 
 def test_the_json_export_round_trips_every_frame():
-    from shardviz.render.export import frames_from_json, report_to_json
+    from shardviz.report.serialize import frames_from_json, report_to_json
 
     report = shardviz.analyze(examples.mlp, examples.megatron_plan(), inputs=(8, 16),
                               target="h100:8", train_step=True)

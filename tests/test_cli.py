@@ -11,7 +11,8 @@ import pytest
 
 import shardviz
 from shardviz import cli, examples
-from shardviz.render.export import frames_from_json, pictures
+from shardviz.render.export import pictures
+from shardviz.report.serialize import frames_from_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

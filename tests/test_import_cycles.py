@@ -92,3 +92,36 @@ def test_imports_for_type_checkers_only_are_not_cycles():
               "    from .report import Report\n")
     graph = import_graph({"shardviz.errors": source})
     assert "shardviz.report" not in graph["shardviz.errors"]
+
+
+def package_graph(overrides: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """``package -> packages it imports``, every import counted (lazy ones
+    and display methods' included; imports for type checkers not). A root
+    module (``analysis``) is a package of its own; the facade is left out."""
+    def package(module: str) -> str:
+        return module.split(".")[1]
+
+    graph: dict[str, set[str]] = {}
+    for name, path in MODULES.items():
+        if name == "shardviz":
+            continue
+        source = (overrides or {}).get(name)
+        for target, _line, _inside, _names in shardviz_imports(name, path, source,
+                                                              skip_type_checking=True):
+            target = _module(target)
+            if target and package(target) != package(name):
+                graph.setdefault(package(name), set()).add(package(target))
+    return graph
+
+
+def test_no_two_packages_import_each_other_even_lazily():
+    found = cycles(package_graph())
+    assert not found, "packages that import each other, lazily or not:\n" + "\n".join(
+        " <-> ".join(g) for g in found)
+
+
+def test_the_package_check_sees_a_lazy_import_back():
+    report = pathlib.Path(PACKAGE / "render" / "text.py").read_text()
+    planted = report + "\n\ndef _back():\n    from ..report import schema\n"
+    found = cycles(package_graph({"shardviz.render.text": planted}))
+    assert any({"render", "report"} <= set(g) for g in found)

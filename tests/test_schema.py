@@ -11,7 +11,7 @@ import pytest
 
 import shardviz
 from shardviz import Report, examples
-from shardviz.render.export import report_to_dict
+from shardviz.report.serialize import report_to_dict
 from shardviz.report import schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

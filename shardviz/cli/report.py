@@ -147,7 +147,8 @@ def print_explanations(report: Any, args: argparse.Namespace) -> None:
 
 def write_outputs(report: Any, args: argparse.Namespace, title: str) -> None:
     """--html and --json, each with a line on stderr unless quiet."""
-    from ..render.export import report_html_file, report_to_json
+    from ..render.export import report_html_file
+    from ..report.serialize import report_to_json
 
     if args.html:
         page = report_html_file(report, title).encode("utf-8")

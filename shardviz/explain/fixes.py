@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ..analysis import BLOCKING
+from ..errors import BLOCKING
 from ..format import format_spec, human_bytes
 from ..plan import Plan
 from .cache import analysed

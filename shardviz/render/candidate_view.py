@@ -6,8 +6,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from ..format import format_spec, human_bytes, human_seconds
-from ..planner.candidates import mesh_text
+from ..format import format_mesh, format_spec, human_bytes, human_seconds
 
 if TYPE_CHECKING:
     from ..planner.candidates import Candidate
@@ -19,7 +18,7 @@ def html(candidate: Candidate) -> str:
     rules = "".join(f"<tr><td><code>{esc(k)}</code></td><td><code>{esc(format_spec(a))}</code>"
                     f"</td><td>{esc(candidate.reasons.get(k, ''))}</td></tr>"
                     for k, a in ((r.key, r.axes) for r in candidate.plan.rules))
-    return (f"<div><b>{esc(candidate.name)}</b> on {esc(mesh_text(candidate.plan))}: "
+    return (f"<div><b>{esc(candidate.name)}</b> on {esc(format_mesh(candidate.plan.mesh_dict))}: "
             f"{esc(human_bytes(candidate.bytes_per_device))} per device, "
             f"{esc(human_bytes(candidate.comm_bytes))} communicated per device"
             + (f", ~{esc(human_seconds(candidate.seconds))} per step" if candidate.seconds else "")
@@ -30,7 +29,7 @@ def html(candidate: Candidate) -> str:
 
 def text(candidate: Candidate) -> str:
     """The figures in a line, then one line per rule with its reason."""
-    lines = [f"{candidate.name} on {mesh_text(candidate.plan)}: "
+    lines = [f"{candidate.name} on {format_mesh(candidate.plan.mesh_dict)}: "
              f"{human_bytes(candidate.bytes_per_device)} per device, "
              f"{human_bytes(candidate.comm_bytes)} communicated"
              + ("" if candidate.compiled else " (estimated; reasons unchecked)")]

@@ -16,6 +16,7 @@ Modules:
 - ``totals``: :class:`Totals`, a report's totals computed once;
 - ``mesh_view``: :class:`MeshView`, the frozen view of a report's mesh;
 - ``settings``: :class:`Settings`, what an analysis is asked for, one value every composer passes on;
+- ``serialize``: the Report as data (a dict and JSON of every frame) and the frames read back;
 - ``report``: the :class:`Report` class, its frames, accessors and display;
 - ``lookups``: a Report's lookups by path (variable, activation, geometry, shards);
 - ``display``: a Report's pictures (show, text, show_mesh, ...);

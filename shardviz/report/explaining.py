@@ -78,7 +78,7 @@ def explained(self: Report) -> dict:
 
 def explain(self: Report, path: str) -> str:
     """Why ``path`` has the layout it has, in a sentence or two."""
-    from ..render.explain import explain_path
+    from ..explain.path import explain_path
 
     self._check_path(path)
     return explain_path(self, path)

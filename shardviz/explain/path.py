@@ -1,4 +1,4 @@
-"""explain: why one path has the layout it has, in plain words."""
+"""Why one path has the layout it has, in plain words (``report.explain(path)``)."""
 
 from __future__ import annotations
 
