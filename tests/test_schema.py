@@ -11,8 +11,8 @@ import pytest
 
 import shardviz
 from shardviz import Report, examples
-from shardviz.report.serialize import report_to_dict
 from shardviz.report import schema
+from shardviz.report.serialize import report_to_dict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -13,6 +13,7 @@ True
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -20,10 +21,14 @@ from .. import __version__
 from ..errors import ShardvizError
 from . import schema
 
+if TYPE_CHECKING:
+    from ..explain.explanation import Explanation
+    from .report import Report
+
 SCHEMA = "shardviz.report"
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """JSON-ready values: tuples become lists, numpy scalars Python numbers."""
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
@@ -34,15 +39,16 @@ def _plain(value):
     return value
 
 
-def report_to_dict(report) -> dict:
+def report_to_dict(report: Report) -> dict:
     """Everything in the report, as plain data: every frame of
     :mod:`shardviz.report.schema`, with its columns, dtypes and rows."""
-    data = {
+    frames: dict[str, dict] = {}
+    data: dict[str, Any] = {
         "format": SCHEMA, "version": 1, "shardviz": __version__,
         "summary": _plain_dict(report.summary()), "plan": report.plan.to_dict(),
         "notes": list(report.notes),
         "trace_error": report.trace_error.message if report.trace_error else None,
-        "frames": {},
+        "frames": frames,
     }
     if report.pass_mode is not None:
         data["trace"] = {"mode": report.pass_mode, "train_step": report.step_setup is not None,
@@ -50,7 +56,7 @@ def report_to_dict(report) -> dict:
     data["explanations"] = [explanation_dict(e) for _, e in sorted(report.explained.items())]
     for name in schema.NAMES:
         frame = getattr(report, name)
-        data["frames"][name] = {
+        frames[name] = {
             "columns": list(frame.columns),
             "dtypes": {c: str(frame[c].dtype) for c in frame.columns},
             "rows": [[_plain(v) for v in row] for row in frame.itertuples(index=False)],
@@ -58,7 +64,7 @@ def report_to_dict(report) -> dict:
     return data
 
 
-def explanation_dict(why) -> dict:
+def explanation_dict(why: Explanation) -> dict:
     """An :class:`~shardviz.explain.Explanation` as plain data."""
     return {"index": why.index, "kind": why.kind, "layer": why.layer, "source": why.source,
             "source_from": why.source_from, "text": why.text, "rules": list(why.rules),
@@ -66,15 +72,15 @@ def explanation_dict(why) -> dict:
             "fix_change": why.fix_change, "fix_cost": why.fix_cost}
 
 
-def _plain_dict(d):
+def _plain_dict(d: dict) -> dict:
     return {k: _plain_dict(v) if isinstance(v, dict) else _plain(v) for k, v in d.items()}
 
 
-def report_to_json(report, indent: int | None = 1) -> str:
+def report_to_json(report: Report, indent: int | None = 1) -> str:
     return json.dumps(report_to_dict(report), indent=indent)
 
 
-def _tuples(value):
+def _tuples(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_tuples(v) for v in value)
     return value
