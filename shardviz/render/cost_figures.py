@@ -4,13 +4,18 @@ and the collectives XLA inserts between them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
 from matplotlib.patches import Rectangle
 
-from ..errors import ShardvizError
 from ..format import human_bytes, human_seconds
 from ..model.scan import layer_path
-from .figure import Board, ShardvizFigure, byte_unit, header, new_figure, plan_line
+from .figure import Board, ShardvizFigure, byte_unit, header, new_figure
 from .palette import FIGURE_STATUS_COLOURS, KIND_COLOURS, NETWORK_COLOURS, STACK_COLOURS
+
+if TYPE_CHECKING:
+    from ..report.mesh_view import MeshView
 
 MAX_MEMORY_BARS = 32
 """Past this many devices, the memory picture draws one bar for them all
@@ -18,45 +23,50 @@ MAX_MEMORY_BARS = 32
 device holds the same bytes)."""
 
 
-def memory_figure(report) -> ShardvizFigure:
+def memory_figure(parts: dict[str, int], memory: pd.DataFrame, devices: pd.DataFrame,
+                  mesh: MeshView, chip: str, title: str) -> ShardvizFigure:
     """Bytes per device, stacked: variables, optimizer state, inputs,
     outputs and XLA's temporaries (which add up to XLA's memory analysis),
-    with the target chip's capacity when there is one."""
-    stacks = report.memory_parts
-    owner = dict(zip(report.devices["device"], report.devices["process"])) \
-        if report.mesh_view.size <= MAX_MEMORY_BARS else {}
-    devices = sorted(report.mesh_view.coords, key=lambda d: (owner.get(d, 0), d)) \
-        if report.mesh_view.size <= MAX_MEMORY_BARS else []
-    labels = [str(d) for d in devices] or [f"each of the {report.mesh_view.size:,} devices"]
+    with the target chip's capacity when there is one.
+
+    ``parts``: bytes by what holds them (a Report's ``memory_parts``);
+    ``memory`` and ``devices``: those frames of a Report; ``mesh``: its
+    MeshView; ``chip``: the target chip's name; ``title``: the plan line."""
+    stacks = parts
+    owner = dict(zip(devices["device"], devices["process"])) \
+        if mesh.size <= MAX_MEMORY_BARS else {}
+    placed = sorted(mesh.coords, key=lambda d: (owner.get(d, 0), d)) \
+        if mesh.size <= MAX_MEMORY_BARS else []
+    labels = [str(d) for d in placed] or [f"each of the {mesh.size:,} devices"]
     fig = new_figure(min(12, 5.5 + 0.2 * len(labels)), 3.4)
     ax = fig.add_axes((0.1, 0.16, 0.58, 0.62))
-    row = report.memory.iloc[0]
+    row = memory.iloc[0]
     capacity = row["capacity_bytes"] if row["capacity_bytes"] == row["capacity_bytes"] else None
     scale, unit = byte_unit(max(sum(stacks.values()), capacity or 0))
     bottom = [0.0] * len(labels)
     for name, value in stacks.items():
         ax.bar(range(len(labels)), [value / scale] * len(labels), bottom=bottom,
                color=STACK_COLOURS[name], label=f"{name}: {human_bytes(value)}",
-               width=0.8 if devices else 0.5)
+               width=0.8 if placed else 0.5)
         bottom = [b + value / scale for b in bottom]
     if capacity is not None:
         fits = bool(row["fits"])
         estimate = " (estimate)" if row["estimate"] else ""
         ax.axhline(capacity / scale, color=FIGURE_STATUS_COLOURS["ok" if fits else "error"],
                    linewidth=1.5, linestyle="--",
-                   label=f"{report.target.hardware.name} capacity: {human_bytes(capacity)}"
+                   label=f"{chip} capacity: {human_bytes(capacity)}"
                    f" — {'fits' if fits else 'does not fit'}{estimate}")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, fontsize=7)
-    hosts = sorted({owner.get(d, 0) for d in devices})
+    hosts = sorted({owner.get(d, 0) for d in placed})
     if len(hosts) > 1:  # group the bars by host
         for h in hosts:
-            members = [i for i, d in enumerate(devices) if owner.get(d, 0) == h]
+            members = [i for i, d in enumerate(placed) if owner.get(d, 0) == h]
             if members[0] > 0:
                 ax.axvline(members[0] - 0.5, color="#888888", linewidth=0.8, linestyle=":")
             ax.text((members[0] + members[-1]) / 2, -0.16, f"host {h}", ha="center", va="top",
                     fontsize=7, transform=ax.get_xaxis_transform(), color="#444444")
-    ax.set_xlabel("device" if devices else "", fontsize=8,
+    ax.set_xlabel("device" if placed else "", fontsize=8,
                   labelpad=14 if len(hosts) > 1 else 4)
     ax.set_ylabel(f"{unit} per device", fontsize=8)
     ax.tick_params(labelsize=7)
@@ -64,7 +74,7 @@ def memory_figure(report) -> ShardvizFigure:
     total = sum(stacks.values())
     fig.text(0.02, 0.97, f"memory per device: {human_bytes(total)}", fontsize=10,
              weight="bold", va="top")
-    fig.text(0.02, 0.9, plan_line(report), fontsize=8, va="top", color="#444444")
+    fig.text(0.02, 0.9, title, fontsize=8, va="top", color="#444444")
     return fig
 
 
@@ -75,26 +85,28 @@ and all, so that its smallest labels are about 8 pixels high at 80 dpi."""
 AXIS_COLOURS = ("#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377")
 
 
-def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
+def flow_figure(activations: pd.DataFrame, collectives: pd.DataFrame, fixable: set[int],
+                mesh: MeshView, hardware: Any, timed: bool, title: str,
+                max_layers: int = 60) -> ShardvizFigure:
     """Layers in call order: how each output is split over the mesh axes,
-    with the collectives XLA inserts marked at their layer, sized by bytes."""
-    if report.pass_name is None:
-        raise ShardvizError(
-            "The flow picture needs a forward pass, and this report has none.",
-            hint="Analyse with inputs, e.g. shardviz.analyze(model, plan, inputs=(8, 128)).",
-        )
-    acts = report.activations
-    shown = list(acts.head(max_layers).itertuples(index=False))
-    collectives = report.collectives.to_dict("records")
-    fixable = {i for i, why in report.explained.items() if why.fix is not None}
-    for i, c in enumerate(collectives):
+    with the collectives XLA inserts marked at their layer, sized by bytes
+    (by estimated time where ``timed``: a target with published links).
+
+    ``activations`` and ``collectives``: those frames of a Report with a
+    pass; ``fixable``: the collectives whose explanation found a fix;
+    ``hardware``: the target's chip (its links name the networks);
+    ``title``: the plan line."""
+    acts = activations
+    shown: list[Any] = list(acts.head(max_layers).itertuples(index=False))
+    rows_of = collectives.to_dict("records")
+    for i, c in enumerate(rows_of):
         c["index"], c["fix"] = i, i in fixable
-    axis_colour = {a: AXIS_COLOURS[i % len(AXIS_COLOURS)]
-                   for i, a in enumerate(report.mesh_view.axis_names)}
+    axis_colour: dict[Any, str] = {a: AXIS_COLOURS[i % len(AXIS_COLOURS)]
+                   for i, a in enumerate(mesh.axis_names)}
     by_layer: dict = {}
     unplaced: list[dict] = []
     layer_rows = {layer_path(a.path): i for i, a in enumerate(shown)}
-    for c in collectives:
+    for c in rows_of:
         first = c["layer"].split(", ")[0] if c["layer"] else ""
         row = layer_rows.get(first)
         (by_layer.setdefault(row, []) if row is not None else unplaced).append(c)
@@ -106,8 +118,7 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     coll_x = dims_x + 0.95 * max_rank + 0.3
     ax = Board(fig, (0.01, 0.01, 0.98, 1 - 0.75 * z / fig.get_figheight()), (0, coll_x + 6.0),
                (0, rows))
-    timed = report.target.timed
-    biggest = max(((c["seconds"] or 0) if timed else c["bytes_per_device"] for c in collectives),
+    biggest = max(((c["seconds"] or 0) if timed else c["bytes_per_device"] for c in rows_of),
                   default=1) or 1
     names_out, dims_out, marks = [], [], []
     for i, a in enumerate(shown):
@@ -136,16 +147,16 @@ def flow_figure(report, max_layers: int = 60) -> ShardvizFigure:
     ax.labels(names_out, ha="right")
     ax.labels(dims_out)
     ax.labels(marks, ha="left")
-    title = f"layer outputs and collectives — {plan_line(report)}"
+    heading = f"layer outputs and collectives — {title}"
     more = f"  (first {max_layers} of {len(acts)} layers)" if len(acts) > max_layers else ""
-    header(fig, [(title + more, 9 * z, "bold", "black")])
+    header(fig, [(heading + more, 9 * z, "bold", "black")])
     key = Board(fig, (0, 0, 1, 1), (0, fig.get_figwidth()), (0, fig.get_figheight()))
     x, items = 0.14 * z, []
-    for a in report.mesh_view.axis_names:
+    for a in mesh.axis_names:
         items.append((x, 0.5 * z, f"■ {a}", axis_colour[a], 8 * z))
         x += (0.25 + 0.07 * len(a)) * z
     if timed:
-        hw = report.target.hardware
+        hw = hardware
         for net in dict.fromkeys((hw.link, hw.between)):
             items.append((x, 0.5 * z, f"● {net}", NETWORK_COLOURS[net], 8 * z))
             x += (0.3 + 0.07 * len(net)) * z

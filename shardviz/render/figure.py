@@ -257,7 +257,11 @@ def byte_unit(largest: float) -> tuple[float, str]:
     return 1, "B"
 
 
-def plan_line(report) -> str:
-    mesh = format_mesh(report.plan.mesh_dict)
-    what = report.pass_name or "variables only (no forward pass)"
-    return f"{report.model_name} on {mesh}: {what}"
+def plan_line(model_name: str, mesh: dict[str, int], pass_name: str | None) -> str:
+    """``model on mesh: the pass``, the line under a picture's title.
+
+    >>> plan_line("mlp", {"batch": 2, "model": 4}, None)
+    'mlp on batch=2 × model=4: variables only (no forward pass)'
+    """
+    what = pass_name or "variables only (no forward pass)"
+    return f"{model_name} on {format_mesh(mesh)}: {what}"

@@ -5,6 +5,8 @@ variables' tiles in one grid, and a sweep over mesh shapes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +70,8 @@ def compare_figure(a, b, labels=("A", "B")) -> ShardvizFigure:
     ax3.tick_params(labelsize=7)
     ax3.legend(fontsize=7, frameon=False)
     for j, r in enumerate(reports):
-        fig.text(0.01, 0.97 - 0.06 * j, f"{labels[j]}: {plan_line(r)}", fontsize=8, va="top")
+        line = plan_line(r.model_name, r.plan.mesh_dict, r.pass_name)
+        fig.text(0.01, 0.97 - 0.06 * j, f"{labels[j]}: {line}", fontsize=8, va="top")
     return fig
 
 
@@ -96,11 +99,14 @@ def _two_lines(path: str, chars: int) -> str:
     return path[:chars] + "\n" + path[chars:]
 
 
-def grid_figure(report, paths=None, columns: int = 5) -> ShardvizFigure:
+def grid_figure(cells: Sequence[tuple[str, Any, str]], coords: Any, title: str,
+                columns: int = 5) -> ShardvizFigure:
     """Many variables' tiles in one figure, one cell per variable, with labels
-    readable at the size the figure is shown (9 pt names, 7.5 pt details)."""
-    paths = report.paths if paths is None else list(paths)
-    status = dict(zip(report.variables["path"], report.variables["status"]))
+    readable at the size the figure is shown (9 pt names, 7.5 pt details).
+    ``cells``: ``(path, TensorGeometry, status)`` per variable; ``coords``:
+    each device's mesh coordinates (``MeshView.coords``); ``title``: the
+    line after the count."""
+    paths = [path for path, _, _ in cells]
     n = len(paths)
     columns = max(1, min(columns, n))
     grid_rows = math.ceil(n / columns)
@@ -108,22 +114,20 @@ def grid_figure(report, paths=None, columns: int = 5) -> ShardvizFigure:
     top = 0.5
     fig = new_figure(cell_w * columns, cell_h * grid_rows + top)
     ax = Board(fig, (0.0, 0.0, 1.0, 1 - top / fig.get_figheight()), (0, columns), (0, grid_rows))
-    coords = report.mesh_view.coords
     chars = int((cell_w - 0.15) * 72 / (9 * 0.6))
     titles: list[tuple] = []
-    for k, path in enumerate(paths):
+    for k, (path, g, status) in enumerate(cells):
         gx, gy = k % columns, k // columns
-        g = report.geometry(path)
         layout = tile_layout(g.shape, g.indices())
         titles.append((gx + 0.5, gy + 0.1, _two_lines(path, chars),
-                       FIGURE_STATUS_COLOURS["error"] if status.get(path) == "error" else "black", 9))
+                       FIGURE_STATUS_COLOURS["error"] if status == "error" else "black", 9))
         titles.append((gx + 0.5, gy + 0.235, f"{g.shape} {format_spec(g.spec)}", "#444444", 7.5))
         panel = layout.panels[0]
         draw_panel(ax, layout, panel, gx + 0.06, gy + 0.3, 0.88, 0.65, coords, 7.5,
                     labels=len(layout.tiles_in(panel)) <= 16, inches_per_unit=cell_w,
                     inches_per_unit_y=cell_h)
     ax.labels(titles)
-    header(fig, [(f"{n} variables — {plan_line(report)}", 10, "bold", "black")])
+    header(fig, [(f"{n} variables — {title}", 10, "bold", "black")])
     return fig
 
 

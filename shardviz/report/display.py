@@ -79,11 +79,19 @@ def show_mesh(self: Report) -> Figure:
     return mesh_figure(self.mesh, host_of)
 
 
+def picture_title(self: Report) -> str:
+    """``model on mesh: the pass``, the line under each picture's title."""
+    from ..render.figure import plan_line
+
+    return plan_line(self.model_name, self.plan.mesh_dict, self.pass_name)
+
+
 def show_memory(self: Report) -> Figure:
     """Bytes per device, stacked by what holds them."""
     from ..render.mpl import memory_figure
 
-    return memory_figure(self)
+    return memory_figure(self.memory_parts, self.memory, self.devices, self.mesh_view,
+                         self.target.hardware.name, picture_title(self))
 
 
 def show_flow(self: Report, max_layers: int = 60, explain: bool = False) -> Figure:
@@ -93,9 +101,16 @@ def show_flow(self: Report, max_layers: int = 60, explain: bool = False) -> Figu
     collective first (see :meth:`why`)."""
     from ..render.mpl import flow_figure
 
+    if self.pass_name is None:
+        raise ShardvizError(
+            "The flow picture needs a forward pass, and this report has none.",
+            hint="Analyse with inputs, e.g. shardviz.analyze(model, plan, inputs=(8, 128)).",
+        )
     if explain and self.trace is not None:
         self.explanations()
-    return flow_figure(self, max_layers)
+    fixable = {i for i, why in self.explained.items() if why.fix is not None}
+    return flow_figure(self.activations, self.collectives, fixable, self.mesh_view,
+                       self.target.hardware, self.target.timed, picture_title(self), max_layers)
 
 
 def show_grid(self: Report, paths: Sequence[str] | None = None, columns: int = 5) -> Figure:
@@ -103,4 +118,7 @@ def show_grid(self: Report, paths: Sequence[str] | None = None, columns: int = 5
     ``columns`` to a row."""
     from ..render.mpl import grid_figure
 
-    return grid_figure(self, paths, columns)
+    paths = self.paths if paths is None else list(paths)
+    status = dict(zip(self.variables["path"], self.variables["status"]))
+    cells = [(path, self.geometry(path), status.get(path, "")) for path in paths]
+    return grid_figure(cells, self.mesh_view.coords, picture_title(self), columns)
