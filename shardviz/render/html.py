@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import html
 import string
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..format import format_spec, human_bytes, human_seconds
 from ..trace.sources import short_file
 from .palette import STATUS_COLOURS
 from .text import estimate_line, fit_text, memory_line, summary_line, verdict_line
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..errors import Problem
 
 CSS = string.Template("""
 <style>
@@ -50,21 +57,23 @@ def _table(headers, rows, row_classes=None) -> str:
     return "".join(out)
 
 
-def problems_html(report) -> str:
+def problems_html(problems: Sequence[Problem]) -> str:
+    """The problems, most severe first (a Report's ``problem_list``)."""
     rows = [
         [f'<span class="sv-{p.severity}">{_e(p.severity)}</span>', _e(p.kind),
          f"<code>{_e(p.path or p.rule or p.layer or '')}</code>", _e(p.message), _e(p.hint)]
-        for p in report.problem_list
+        for p in problems
     ]
     return _table(["severity", "kind", "where", "message", "hint"], rows)
 
 
-def variables_html(report, max_rows: int = 200) -> str:
-    """The variables table; rows with an error or a warning are highlighted."""
-    warned = {p.path for p in report.problem_list if p.severity == "warning" and p.path}
+def variables_html(frame: pd.DataFrame, problems: Sequence[Problem], max_rows: int = 200) -> str:
+    """The variables frame as a table; rows with an error, or a warning among
+    ``problems``, are highlighted."""
+    warned = {p.path for p in problems if p.severity == "warning" and p.path}
     rows, classes = [], []
-    frame = report.variables
-    for v in frame.head(max_rows).itertuples(index=False):
+    shown: Any = frame.head(max_rows)
+    for v in shown.itertuples(index=False):
         spec = repr(tuple(v.spec)) if v.status == "error" else format_spec(v.spec)
         rows.append([
             f"<code>{_e(v.path)}</code>", _e(v.shape), _e(v.dtype),
@@ -98,18 +107,21 @@ def plan_html(plan) -> str:
             "</div></div>")
 
 
-def rules_html(report) -> str:
+def rules_html(rules: pd.DataFrame) -> str:
+    """The rules frame: each rule, what it matches and wins."""
     rows = [
         [_e(r["index"]), f"<code>{_e(r['key'])}</code>", f"<code>{_e(r['axes'])}</code>",
          _e(r["matches"]), _e(r["wins"]), _e(r["status"])]
-        for r in report.rules.to_dict("records")
+        for r in rules.to_dict("records")
     ]
     return _table(["#", "key", "axes", "matches", "wins", "status"], rows)
 
 
-def activations_html(report) -> str:
+def activations_html(activations: pd.DataFrame) -> str:
+    """The activations frame; outputs whose requested layout XLA dropped are highlighted."""
     rows, classes = [], []
-    for a in report.activations.itertuples(index=False):
+    frame: Any = activations
+    for a in frame.itertuples(index=False):
         rows.append([
             f"<code>{_e(a.label)}</code>", _e(a.shape),
             f"<code>{_e(format_spec(a.requested_spec) if a.requested_spec is not None else '')}"
@@ -123,11 +135,11 @@ def activations_html(report) -> str:
                   rows, classes)
 
 
-def collectives_html(report) -> str:
-    frame = report.collectives
+def collectives_html(frame: pd.DataFrame, timed: bool) -> str:
+    """The collectives frame; with ``timed`` (a target with published links)
+    each one's network and estimated time."""
     if frame.empty:
         return "<p>No collectives: every device computes its part alone.</p>"
-    timed = report.target.timed
 
     rows = [[str(i), _e(c["kind"]), f"<code>{_e(c['layer'])}</code>", _e(c["pass"]),
              _e(c["over"]), _e(human_bytes(c["bytes_per_device"]))]
@@ -146,17 +158,20 @@ def report_html(report, all_rows: bool = False) -> str:
         parts.append(f"<p><i>note: {_e(note)}</i></p>")
     if report.problem_list:
         parts.append(f"<details open><summary>Problems ({len(report.problem_list)})</summary>"
-                     + problems_html(report) + "</details>")
+                     + problems_html(report.problem_list) + "</details>")
     if report.plan.rules:
-        parts.append("<details><summary>Rules</summary>" + rules_html(report) + "</details>")
+        parts.append("<details><summary>Rules</summary>" + rules_html(report.rules)
+                     + "</details>")
     parts.append(f"<details open><summary>Variables ({len(report.variables)})</summary>"
-                 + variables_html(report, max_rows) + "</details>")
+                 + variables_html(report.variables, report.problem_list, max_rows)
+                 + "</details>")
     if report.pass_name is not None:
 
         parts.append(f"<details open><summary>Activations ({report.pass_name})"
-                     f"</summary>{activations_html(report)}</details>")
+                     f"</summary>{activations_html(report.activations)}</details>")
         parts.append(f"<details open><summary>Collectives ({len(report.collectives)})"
-                     f"</summary>{collectives_html(report)}</details>")
+                     f"</summary>{collectives_html(report.collectives, report.target.timed)}"
+                     "</details>")
         if report.step_setup is not None:
             parts.append(f"<p>Train step: {_e(report.step_setup.describe())}</p>")
         parts.append(f"<p>{_e(memory_line(report))}</p>")

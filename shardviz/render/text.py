@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import os
-from typing import TYPE_CHECKING, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from ..format import format_mesh, format_spec, human_bytes, human_seconds, plural
 
 if TYPE_CHECKING:
+    import pandas as pd
     from rich.console import JustifyMethod
+
+    from ..errors import Problem
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 STATUS_STYLE = {"sharded": "green", "replicated": "", "error": "bold red"}
@@ -44,7 +48,8 @@ def summary_line(report) -> str:
     )
 
 
-def problems_table(report):
+def problems_table(problems: Sequence[Problem]):
+    """The problems, most severe first (a Report's ``problem_list``), as a rich Table."""
     from rich.table import Table
 
     table = Table(title="Problems", show_lines=False, expand=False)
@@ -52,7 +57,7 @@ def problems_table(report):
         # Messages wrap between words; the short columns never wrap.
         table.add_column(col, overflow="fold", no_wrap=col in ("severity", "kind"),
                          ratio=2 if col in ("message", "hint") else None)
-    for p in report.problem_list:
+    for p in problems:
         where = p.path or p.rule or p.layer or ""
         table.add_row(f"[{SEVERITY_STYLE[p.severity]}]{p.severity}[/]", p.kind, where,
                       p.message, p.hint)
@@ -102,9 +107,9 @@ def fitted_table(title: str, columns: list[tuple[str, str]], rows: list[list[str
     return table
 
 
-def variables_table(report, max_rows: int | None = 40, width: int | None = None):
-    frame = report.variables
-    shown = frame if max_rows is None else frame.head(max_rows)
+def variables_table(frame: pd.DataFrame, max_rows: int | None = 40, width: int | None = None):
+    """The variables frame as a rich Table that fits ``width`` columns."""
+    shown: Any = frame if max_rows is None else frame.head(max_rows)
     rows = []
     for v in shown.itertuples(index=False):
         error = v.status == "error"
@@ -124,9 +129,10 @@ def variables_table(report, max_rows: int | None = 40, width: int | None = None)
                         ("dtype", "shape", "shard", "rule", "per device"), more)
 
 
-def activations_table(report, max_rows: int | None = 40, width: int | None = None):
-    frame = report.activations
-    shown = frame if max_rows is None else frame.head(max_rows)
+def activations_table(frame: pd.DataFrame, pass_name: str, max_rows: int | None = 40,
+                      width: int | None = None):
+    """The activations frame of ``pass_name`` as a rich Table that fits ``width`` columns."""
+    shown: Any = frame if max_rows is None else frame.head(max_rows)
     rows = [[a.label, _shape(a.shape),
              format_spec(a.requested_spec) if a.requested_spec is not None else "—",
              format_spec(a.actual_spec), _shape(a.shard_shape),
@@ -136,19 +142,20 @@ def activations_table(report, max_rows: int | None = 40, width: int | None = Non
             if max_rows is not None and len(frame) > max_rows else "")
     columns = [("output path", "left"), ("shape", "right"), ("requested", "left"),
                ("actual", "left"), ("shard", "right"), ("per device", "right"), ("ok", "left")]
-    return fitted_table(f"Activations ({report.pass_name})", columns, rows, width,
+    return fitted_table(f"Activations ({pass_name})", columns, rows, width,
                         ("shape", "shard", "per device"), more)
 
 
-def collectives_table(report, width: int | None = None):
-    timed = report.target.timed
+def collectives_table(frame: pd.DataFrame, timed: bool, width: int | None = None):
+    """The collectives frame as a rich Table that fits ``width`` columns; with
+    ``timed`` each one's network and estimated time."""
     columns = [("#", "right"), ("kind", "left"), ("layer", "left"), ("pass", "left"),
                ("over axes", "left"), ("bytes", "right")]
     if timed:
         columns += [("network", "left"), ("time (estimate)", "right")]
     columns.append(("source", "left"))
     rows = []
-    for i, c in enumerate(report.collectives.to_dict("records")):
+    for i, c in enumerate(frame.to_dict("records")):
         row = [str(i), c["kind"] + (" (async)" if c["async"] else ""), c["layer"] or "—",
                c["pass"], c["over"], human_bytes(c["bytes_per_device"])]
         if timed:
@@ -212,11 +219,11 @@ def report_renderables(report, max_rows: int | None = 40, width: int | None = No
     for note in report.notes:
         yield Text("note: " + note, style="dim")
     if report.problem_list:
-        yield problems_table(report)
-    yield variables_table(report, max_rows, width)
+        yield problems_table(report.problem_list)
+    yield variables_table(report.variables, max_rows, width)
     if report.pass_name is not None:
-        yield activations_table(report, max_rows, width)
-        yield collectives_table(report, width)
+        yield activations_table(report.activations, report.pass_name, max_rows, width)
+        yield collectives_table(report.collectives, report.target.timed, width)
         if report.step_setup is not None:
             yield Text("Train step: " + report.step_setup.describe())
         yield Text(memory_line(report))

@@ -22,7 +22,6 @@ from ..errors import ShardvizError
 from . import schema
 
 if TYPE_CHECKING:
-    from ..explain.explanation import Explanation
     from .report import Report
 
 SCHEMA = "shardviz.report"
@@ -64,7 +63,7 @@ def report_to_dict(report: Report) -> dict:
     return data
 
 
-def explanation_dict(why: Explanation) -> dict:
+def explanation_dict(why: Any) -> dict:
     """An :class:`~shardviz.explain.Explanation` as plain data."""
     return {"index": why.index, "kind": why.kind, "layer": why.layer, "source": why.source,
             "source_from": why.source_from, "text": why.text, "rules": list(why.rules),

@@ -56,7 +56,7 @@ class CommunicationTab(Tab):
         self.note.value = note_html(
             "Stale: from the last forward pass, under an older plan." if not state.fresh else "",
             STATUS_COLOURS["warning"])
-        self.table.value = styled(collectives_html(traced))
+        self.table.value = styled(collectives_html(traced.collectives, traced.target.timed))
         options = [("choose a collective…", None)] + [
             (f"#{i} {c['kind']} at {c['layer'] or '?'} ({human_bytes(c['bytes_per_device'])})", i)
             for i, c in enumerate(traced.collectives.to_dict("records"))]

@@ -22,7 +22,7 @@ class ProblemsTab(Tab):
     def show(self) -> None:
         report = self.state.report
         if report.problem_list:
-            self.table.value = styled(problems_html(report))
+            self.table.value = styled(problems_html(report.problem_list))
         else:
             self.table.value = note_html("No problems: Keras will lay this out as shown.",
                                          STATUS_COLOURS["ok"])

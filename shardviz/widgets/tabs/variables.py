@@ -19,4 +19,5 @@ class VariablesTab(Tab):
         return self.table
 
     def show(self) -> None:
-        self.table.value = styled(variables_html(self.state.report))
+        self.table.value = styled(variables_html(self.state.report.variables,
+                                                self.state.report.problem_list))
