@@ -107,6 +107,15 @@ def test_fit_carries_the_settings(made):
     assert all(s.remat == "full" for s in made)
 
 
+def test_fit_reads_a_settings_list_of_layers_as_one_remat_mode(made):
+    # In analyze (and so in report.settings) a remat list names layers; fit's own
+    # remat= list compares modes. Settings handed to fit keep analyze's meaning.
+    answer = shardviz.fit(examples.mlp, PLAN, settings=SAMPLE.replace(remat=["up"]),
+                          max_compiles=2)
+    assert len(answer.answers) == 1
+    assert made and all(s.tuning.remat == ("up",) for s in made)
+
+
 def test_audit_carries_the_settings(made):
     shardviz.audit(examples.mlp, PLAN, settings=SAMPLE)
     check(made, own=LAYOUTS_ONLY)

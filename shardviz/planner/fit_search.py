@@ -97,7 +97,10 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
         target=target, seq=seq, inputs=inputs, labels=labels, dtype=dtype,
         lora_rank=lora_rank, lora_layers=lora_layers, quantize=quantize, optimizer=optimizer)
     seq, inputs, labels = asked.seq, asked.inputs, asked.labels
-    modes = _modes(remat if remat is not None else asked.remat)
+    # remat= here may list modes to compare; the settings' remat is one mode (a list in it
+    # names layers, as analyze reads it).
+    modes = _modes(remat) if remat is not None else [
+        tuple(asked.remat) if isinstance(asked.remat, list) else asked.remat]
     say = _say(progress)
     family = _family_or_slice(asked.target)
     target = str(asked.target)  # a text: _family_or_slice refuses anything else

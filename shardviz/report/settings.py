@@ -19,7 +19,7 @@ search carries it.
 Traceback (most recent call last):
 ...
 shardviz.errors.ShardvizError: Settings has no setting 'trian_step'.
-  hint: Did you mean 'train_step'? help(shardviz.Settings) describes every setting.
+  hint: Did you mean 'train_step'? help(shardviz.analyze) describes every setting.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Settings:
                     f"Settings has no setting {name!r:.60}.",
                     hint=(f"Did you mean {close[0]!r}? " if close else
                           "The settings are: " + ", ".join(names) + ". ")
-                    + "help(shardviz.Settings) describes every setting.")
+                    + "help(shardviz.analyze) describes every setting.")
         return dataclasses.replace(self, **changes)
 
     def given(self, **keywords: Any) -> Settings:
