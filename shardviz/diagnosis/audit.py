@@ -157,7 +157,7 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
     compiled = inputs is not None or asked.batch is not None or asked.seq is not None
     if inputs is not None:  # inputs the model cannot take are the user's to fix, not the map's
         _check_inputs(scan, inputs)
-    layouts = asked.replace(inputs=None, batch=None, seq=None, labels=None, train_step=False)
+    layouts = asked.layouts_only()
     run = asked if compiled else layouts
     say(f"audit: the map on {main}" + (", compiling its forward pass" if compiled else ""))
     base = analyze(scan, plan, settings=run)

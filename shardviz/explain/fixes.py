@@ -159,7 +159,7 @@ def try_all(report: Report, row, meetings: list[Meeting],
 
     say = progress or (lambda line: None)
     settings = report.settings.replace(mode="abstract", progress=None)
-    layouts = settings.replace(inputs=None, labels=None, train_step=False, batch=None, seq=None)
+    layouts = settings.layouts_only()
     screened = settings.train_step
     candidates = _candidates(report, row, meetings)
     started = time.perf_counter()

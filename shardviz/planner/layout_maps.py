@@ -116,7 +116,7 @@ def choose_map(model_or_builder: object, mesh: dict[str, int], *, inputs: object
             hint="Give one of the meshes they make: "
             f"{', '.join(f'batch={b} × model={m}' for b, m in offered) or 'none'}.")
     compiled = asked.inputs is not None or asked.batch is not None or asked.seq is not None
-    layouts = asked.replace(inputs=None, batch=None, seq=None, labels=None, train_step=False)
+    layouts = asked.layouts_only()
     skipping = skip_dominated and compiled and prefer == "memory"
     listed = [label for label, _ in found]
     if skipping:  # the shipped map first, then the least variable bytes first

@@ -152,7 +152,7 @@ def suggest(model_or_builder: object, devices: int | None = None,
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
         model_or_builder, inputs=inputs, tuning=asked.tuning)
     # Laid out without inputs first: the variables' exact bytes, no compile.
-    layouts = asked.replace(inputs=None, labels=None, train_step=False, batch=None, seq=None)
+    layouts = asked.layouts_only()
     own = _own(plans, n)
     found: list[Candidate] = []
     refused: dict[str, Problem] = {}

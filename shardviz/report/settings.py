@@ -88,6 +88,15 @@ class Settings:
         return self.replace(**{k: v for k, v in keywords.items()
                                if not _same(v, defaults[k])})
 
+    def layouts_only(self) -> Settings:
+        """These settings with no inputs, labels or train step: an analysis of
+        the layouts alone (exact variable bytes, Keras's refusals), no compile.
+
+        >>> Settings(inputs=(8, 16), train_step=True, target="v5e:2x4").layouts_only()
+        Settings(target='v5e:2x4')
+        """
+        return self.replace(inputs=None, labels=None, train_step=False, batch=None, seq=None)
+
     @property
     def tuning(self) -> Tuning:
         """The :class:`~shardviz.model.tuning.Tuning` the model is built with."""
