@@ -2,7 +2,14 @@
 one compile cache for the whole run: a folder made for it (workers and
 notebook kernels inherit it through the environment) and removed at the end,
 so that tests which compile the same program share the compile, and no test
-reads or writes the user's own cache."""
+reads or writes the user's own cache.
+
+The CPU backend generates machine code at LLVM's level 0 in the test run
+(``--xla_backend_optimization_level=0``): building a real Keras model compiles
+each initializer eagerly, and level 0 compiles those five times faster. The
+flag reaches only code generation: tests/test_test_flags.py checks that the
+optimized programs, their memory and their collectives are the same with and
+without it, for the CPU and the TPU compiler."""
 
 import os
 import shutil
@@ -10,6 +17,9 @@ import tempfile
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("MPLBACKEND", "Agg")
+TEST_FLAG = "--xla_backend_optimization_level=0"
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_FLAG}".strip()
 if "SHARDVIZ_CACHE_DIR" not in os.environ:
     os.environ["SHARDVIZ_CACHE_DIR"] = tempfile.mkdtemp(prefix="shardviz-test-cache-")
     os.environ["SHARDVIZ_TEST_CACHE_OWNER"] = str(os.getpid())

@@ -263,6 +263,22 @@ def test_cli_into_a_closed_pipe_stops_quietly():
     assert "Traceback" not in err and "Exception ignored" not in err, err
 
 
+def test_cli_with_stdout_closed_stops_as_into_a_closed_pipe(tmp_path):
+    """``shardviz report ... >&-``: the files asked for are written, the exit is
+    as into a closed pipe, and no traceback."""
+    import shlex
+
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    command = shlex.join([sys.executable, "-m", "shardviz", "report", "shardviz.examples:mlp",
+                          "--devices", "8", "--mesh", "batch=2,model=4", "--json",
+                          str(tmp_path / "r.json")])
+    child = subprocess.run(["bash", "-c", command + " >&-"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert child.returncode == 141, child.stderr
+    assert "Traceback" not in child.stderr and "Exception ignored" not in child.stderr
+    assert (tmp_path / "r.json").stat().st_size > 0
+
+
 @pytest.mark.parametrize("base", ["BaseException", "KeyboardInterrupt"])
 def test_a_builder_raising_a_base_exception_is_one_error_line(base, tmp_path):
     builder = tmp_path / "stops.py"

@@ -11,7 +11,6 @@ import pytest
 
 import shardviz
 from shardviz import cli, examples
-from shardviz.render.export import pictures
 from shardviz.report.serialize import frames_from_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,7 +48,7 @@ def test_report_prints_tables_and_writes_html_and_json(tmp_path):
     for path in report.variables["path"]:
         assert path in page
     images = re.findall(r'<img alt="[^"]*" width="\d+" src="data:image/png;base64,', page)
-    assert len(images) == len(pictures(report)) == 4  # mesh, memory, variables, flow
+    assert len(images) == len(report.pictures()) == 4  # mesh, memory, variables, flow
     assert "http" not in page.replace("http-equiv", "")  # opens offline
     frames = frames_from_json(json_file.read_text())
     for name in ("variables", "rules", "activations", "problems"):
@@ -164,6 +163,14 @@ def test_plan_file_and_a_builder_file(tmp_path):
     assert out.stdout.startswith("mlp: 4 variables, 8,352 params")
 
 
+def test_one_inputs_flag_may_hold_several_inputs_separated_by_commas():
+    from shardviz.cli.options import inputs_of
+
+    both = ["token_ids=8x16:int32", "padding_mask=8x16:int32"]
+    assert inputs_of([",".join(both)]) == inputs_of(both)
+    assert inputs_of(["8x16,8:int32"]) == inputs_of(["8x16", "8:int32"])
+
+
 @pytest.mark.parametrize("args, words", [
     (["report", "nosuch.module:build", "--mesh", "batch=8"], "cannot import 'nosuch.module'"),
     (["report", "shardviz.examples:nothing", "--mesh", "batch=8"], "has no 'nothing'"),
@@ -172,7 +179,12 @@ def test_plan_file_and_a_builder_file(tmp_path):
     (["report", "x:y", "--mesh", "batch=2", "--rule", "nokey"], "is not KEY=AXES"),
     (["report", "x:y", "--mesh", "batch=2", "--rule", "k=(model)"], "is not a mesh axis name"),
     (["report", "x:y", "--mesh", "batch=2", "--inputs", "8by16"], "is not a shape like 8x128"),
-    (["report", "x:y", "--mesh", "batch=2", "--inputs", "8x16:float99"], "is not a dtype"),
+    (["report", "x:y", "--mesh", "batch=2", "--inputs", "8x16:float99"],
+     "'float99' is not a numeric or bool dtype"),
+    (["report", "x:y", "--mesh", "batch=2", "--inputs", "8x16:str"],
+     "'str' is not a numeric or bool dtype"),
+    (["report", "x:y", "--mesh", "batch=2", "--inputs", "a=8x16:int32,b=8x16:int3"],
+     "--inputs b= '8x16:int3': 'int3' is not a numeric or bool dtype"),
     (["report", "x:y", "--plan", "/nonexistent/plan.json"], "cannot read plan file"),
     (["report", "x:y"], "give a plan"),
     (["report", "x:y", "--mesh", "batch=2", "--fail-on", "oops"], "unknown kind 'oops'"),

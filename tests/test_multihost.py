@@ -402,6 +402,27 @@ def test_verify_refuses_a_time_limit_that_is_not_a_positive_number():
     assert not workers_left()
 
 
+def test_a_workdir_that_is_a_file_or_cannot_be_made_is_refused_before_any_work(tmp_path):
+    import time
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    for bad, words in ((a_file, "cannot hold the workers' files"),
+                       (a_file / "below", "cannot hold the workers' files"),
+                       (42, "is not a path")):
+        start = time.perf_counter()
+        with pytest.raises(ShardvizError, match=words) as raised:
+            # A builder that would fail if it ran: the workdir is checked before any work.
+            shardviz.verify("shardviz.examples:nothing_here", examples.megatron_plan(),
+                            processes=2, inputs=(8, 16), workdir=bad)
+        assert "workdir" in str(raised.value) and time.perf_counter() - start < 5
+    made = tmp_path / "new" / "dir"
+    from shardviz.multihost.processes import check_workdir
+
+    assert check_workdir(made) == str(made) and made.is_dir()
+    assert not workers_left()
+
+
 def test_a_builder_that_never_returns_is_stopped_at_the_time_limit(tmp_path):
     path = write(tmp_path, "never.py", """
         import time

@@ -62,3 +62,29 @@ def test_the_accessors_say_what_outer_code_needs():
     bare = shardviz.analyze(examples.mlp, examples.megatron_plan())
     assert (bare.pass_mode, bare.hlo_text, bare.xla_memory, bare.timings, bare.step_setup) == \
         (None, "", None, {}, None)
+
+
+def test_renderers_never_call_back_into_the_reports_display_methods():
+    """The Report's display methods hand renderers frames; a renderer that
+    called one back would make the two a circle again."""
+    back = re.compile(r"\b(report|rep|r|a|b|self)\.(show|show_mesh|show_memory|show_flow|"
+                      r"show_grid|pictures|text|_repr_html_)\(")
+    found = [f"{name}: {line.strip()}" for name, text in _sources() if "/render/" in name
+             for line in text.splitlines() if back.search(line) and "``" not in line]
+    assert not found, found
+
+
+def test_sizes_and_reports_are_taken_as_analyze_takes_them():
+    """replicated_large takes a size as analyze's replicated_threshold does;
+    compare names what it takes."""
+    report = shardviz.analyze(examples.mlp(), shardviz.Plan({"batch": 8}, {}), inputs=(8, 16))
+    assert report.replicated_large("1KB") == report.replicated_large(1000)
+    assert report.replicated_large("1KB") and not report.replicated_large("1GiB")
+    with pytest.raises(shardviz.ShardvizError, match="threshold='lots' is not a size"):
+        report.replicated_large("lots")
+    with pytest.raises(shardviz.ShardvizError, match="the second is int 42"):
+        shardviz.compare(report, 42)
+    with pytest.raises(shardviz.ShardvizError, match="the first is str"):
+        shardviz.compare_table("report", report)
+    with pytest.raises(shardviz.ShardvizError, match="are not two names"):
+        shardviz.compare(report, report, labels="AB")

@@ -65,7 +65,7 @@ def test_a_fit_answer_draws_itself_with_fit_view(with_report, request):
     assert "batch 1336 on v5e:2x4 (mesh batch=8), 14.0 GiB of 15.0 GiB per chip" in text
     assert "full: nothing fits (batch 1 is refused)" in text
     if not with_report:
-        page = fit_view.html_file(answer, "a <fit>")
+        page = fit_view.html_file(answer, title="a <fit>")
         assert page.startswith("<!DOCTYPE html>") and "<title>a &lt;fit&gt;</title>" in page
         assert html in page
 

@@ -131,3 +131,14 @@ def test_layout_map_for_carries_the_settings(made):
 def test_a_setting_that_does_not_exist_is_named():
     with pytest.raises(ShardvizError, match="(?s)no setting 'taget'.*Did you mean 'target'"):
         SAMPLE.replace(taget="v5e:2x4")
+
+
+def test_a_lone_dcn_axis_name_is_one_axis_not_its_letters():
+    assert Settings(dcn_axes="batch").dcn_axes == ("batch",)
+    assert Settings(dcn_axes=["batch"]) == Settings(dcn_axes=("batch",))
+    with pytest.raises(ShardvizError, match="dcn_axes=5 is not an axis name"):
+        Settings(dcn_axes=5)
+    report = shardviz.analyze(examples.mlp(), examples.megatron_plan(), target="v5e:2x2",
+                              slices=2, dcn_axes="batch")
+    assert report.settings.dcn_axes == ("batch",) and report.arguments["dcn_axes"] == ("batch",)
+    assert not report.errors

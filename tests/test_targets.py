@@ -449,3 +449,44 @@ def test_a_topology_no_tpu_sells_is_refused_with_one_that_is(target, words):
         shardviz.analyze(examples.mlp, Plan({"batch": 4}, {}), inputs=(8, 16), target=target)
     shown = str(e.value)
     assert all(w in shown for w in words), shown
+
+
+@needs_tpu
+def test_where_nothing_was_compiled_the_verdict_is_unknown_everywhere(tmp_path, capsys):
+    """Keras refuses the plan (4 key/value heads over an 8-wide axis), so no
+    pass runs: the verdict is unknown in the frame, the summary, the text and
+    HTML reports, the CLI (text, JSON and its fit guard) and the Explorer,
+    and never reads as fitting."""
+    import json
+
+    import numpy as np
+
+    from shardviz.cli import main
+    from shardviz.render.text import fit_text
+
+    plan = Plan({"batch": 1, "model": 8}, {".*_k/kernel": (None, "model", None)})
+    tokens = np.zeros((8, 16), "int32")
+    report = shardviz.analyze(lambda: examples.llama(), plan, inputs=tokens, target="v5e:2x4")
+    assert report.trace_error is not None and report.problems_of("indivisible")
+    assert report.fits is None and report.memory.iloc[0]["fits"] is None
+    assert report.summary()["fits"] is None and report.totals.fits is None
+    unknown = "UNKNOWN, nothing was compiled"
+    for shown in (str(report), report._repr_html_(), fit_text(report)):
+        shown = " ".join(shown.split())  # the terminal's lines wrap
+        assert unknown in shown and "fits" not in shown.replace(unknown, ""), shown
+
+    args = ["report", "shardviz.examples:llama", "--mesh", "batch=1,model=8",
+            "--rule", ".*_k/kernel=None,model,None", "--inputs", "8x16:int32",
+            "--target", "v5e:2x4"]
+    assert main(args + ["--json", str(tmp_path / "r.json")]) == 1
+    text = " ".join(capsys.readouterr().out.split())
+    assert unknown in text and "fits" not in text.replace(unknown, "")
+    assert json.loads((tmp_path / "r.json").read_text())["summary"]["fits"] is None
+    assert main(args + ["--fail-on", "does-not-fit", "-q"]) == 1
+
+    from shardviz.widgets.explorer import Explorer
+
+    app = Explorer(lambda: examples.llama(), inputs=tokens, plan=plan, target="v5e:2x4",
+                   auto_run=False)
+    app.run()
+    assert "fits" not in app.run_status.value and app.report.fits is None

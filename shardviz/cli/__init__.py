@@ -85,10 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     os.environ.setdefault("KERAS_BACKEND", "jax")
+    closed = sys.stdout is None  # started with stdout closed (``>&-``)
+    if closed:
+        _stdout_closed()
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (until exit)
     try:
         code = COMMANDS[args.command].run(args)
         sys.stdout.flush()
-        return code
+        return 141 if closed else code
     except UsageError as e:
         print(e.line(), file=sys.stderr)
         return 2
@@ -122,12 +126,13 @@ def _replace_unencodable() -> None:
 
 def _stdout_closed() -> int:
     """Stop quietly when the reader of stdout has gone (``shardviz report ... |
-    head``): stdout is pointed at the null device, so that Python's own flush
-    at exit does not fail again. Exit code 141, as for a program that SIGPIPE
-    ends."""
+    head``, or stdout closed, ``>&-``): stdout is pointed at the null device,
+    so that Python's own flush at exit does not fail again. Exit code 141, as
+    for a program that SIGPIPE ends."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # Fd 1 itself: when stdout was closed, no file opened later may take its place.
+        os.dup2(devnull, 1 if sys.stdout is None else sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
         pass
     return 141

@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from ..render.fit_view import html_file
 
-        page = html_file(answer, f"shardviz fit: {args.builder}").encode("utf-8")
+        pictures = answer.report.pictures() if answer.report is not None else []
+        page = html_file(answer, pictures, f"shardviz fit: {args.builder}").encode("utf-8")
         write_file(args.html, "--html", lambda f: f.write(page))
         if not args.quiet:
             print(f"shardviz: wrote {args.html}", file=sys.stderr)

@@ -201,11 +201,14 @@ def inputs_of(texts: list[str] | None, flag: str = "--inputs") -> Any:
     (ShapeDtypeStruct(shape=(8, 16), dtype=float32), 2, None)
     >>> inputs_of(["token_ids=8x128:int32", "padding_mask=8x128:int32"])["token_ids"]
     ShapeDtypeStruct(shape=(8, 128), dtype=int32)
+    >>> sorted(inputs_of(["token_ids=8x128:int32,padding_mask=8x128:int32"]))
+    ['padding_mask', 'token_ids']
     """
     if not texts:
         return None
     pairs: list[tuple[str | None, object]] = []
-    for text in texts:
+    # One flag may hold several inputs, separated by commas: a=8x16:int32,b=8x16:int32.
+    for text in [part.strip() for given in texts for part in given.split(",") if part.strip()]:
         name, eq, rest = text.partition("=")
         if eq and re.fullmatch(r"[A-Za-z_][\w.-]*", name.strip()):
             pairs.append((name.strip(), parse_inputs(rest.strip(), f"{flag} {name}=")))
@@ -280,15 +283,17 @@ def parse_inputs(text: str, flag: str = "--inputs") -> Any:
     import jax
     import jax.numpy as jnp
 
-    dtype: str | jnp.dtype
-    shape_text, _, dtype = text.partition(":")
+    shape_text, _, dtype_text = text.partition(":")
     if not re.fullmatch(r"\d+(x\d+)*", shape_text.strip()):
         raise UsageError(f"{flag} {text!r} is not a shape like 8x128 or 8x128:int32")
     try:
-        dtype = jnp.dtype(dtype or "float32")
-    except TypeError:
-        raise UsageError(f"{flag} {text!r}: {dtype!r} is not a dtype (e.g. float32, int32, "
-                         "bfloat16)") from None
+        dtype = jnp.dtype(dtype_text or "float32")
+        # Inputs are numbers or booleans; numpy also parses strings, bytes and objects.
+        if not (jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.bool_)):
+            raise TypeError(dtype)
+    except (TypeError, ValueError):
+        raise UsageError(f"{flag} {text!r}: {dtype_text!r} is not a numeric or bool dtype "
+                         "(e.g. float32, int32, bfloat16, bool)") from None
     shape = tuple(int(d) for d in shape_text.split("x"))
     if max(shape) > MAX_DIM:
         raise UsageError(f"{flag} {text!r:.60}: a dimension holds at most {MAX_DIM:,}")

@@ -151,7 +151,7 @@ def write_outputs(report: Any, args: argparse.Namespace, title: str) -> None:
     from ..report.serialize import report_to_json
 
     if args.html:
-        page = report_html_file(report, title).encode("utf-8")
+        page = report_html_file(report, report.pictures(), title).encode("utf-8")
         write_file(args.html, "--html", lambda f: f.write(page))
         if not args.quiet:
             print(f"shardviz: wrote {args.html}", file=sys.stderr)

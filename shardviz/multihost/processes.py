@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -41,6 +42,32 @@ def check_timeout(timeout: object, name: str = "timeout=") -> float:
                             "seconds above 0.",
                             hint=f"Give e.g. {name}{DEFAULT_TIMEOUT:g} (the default).")
     return float(timeout)
+
+
+def check_workdir(workdir: object) -> str | None:
+    """``workdir`` as an absolute path to a directory this process may write
+    in, made if missing; None for none (verify makes a temporary one).
+
+    >>> check_workdir(None) is None
+    True
+    """
+    if workdir is None:
+        return None
+    try:
+        path = os.path.abspath(os.fspath(workdir))  # type: ignore[call-overload]
+    except TypeError:
+        raise ShardvizError(f"workdir={workdir!r:.60} is not a path.",
+                            hint="Give a directory, or leave workdir out.") from None
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise ShardvizError(
+            f"workdir={path!r} cannot hold the workers' files: {e.strerror or e}.",
+            hint="Give a directory shardviz may create and write in, or leave workdir out "
+                 "(a temporary one is made and removed).") from None
+    return path
 
 
 def signal_group(pid: int, sig: int) -> None:
@@ -118,7 +145,11 @@ def time_limit(seconds: float) -> Iterator[None]:
 def worker_env() -> dict[str, str]:
     """This process's environment, with this copy of shardviz first on the path."""
     env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env.pop("XLA_FLAGS", None)
+    # Each worker sets its own device count; the user's other XLA flags stay.
+    flags = [f for f in env.pop("XLA_FLAGS", "").split()
+             if not f.startswith("--xla_force_host_platform_device_count")]
+    if flags:
+        env["XLA_FLAGS"] = " ".join(flags)
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in env.get("PYTHONPATH", "").split(
         os.pathsep) if p])

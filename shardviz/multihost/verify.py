@@ -22,6 +22,7 @@ from .processes import (
     DEFAULT_TIMEOUT,
     Alarm,
     check_timeout,
+    check_workdir,
     free_port,
     last_lines,
     stage_of,
@@ -117,6 +118,7 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
     from ..analysis import analyze
 
     timeout = check_timeout(timeout)
+    workdir = check_workdir(workdir)
     start = time.perf_counter()
     deadline = time.monotonic() + timeout
     plan = as_plan(plan)

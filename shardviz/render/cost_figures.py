@@ -13,6 +13,7 @@ from ..format import human_bytes, human_seconds
 from ..model.scan import layer_path
 from .figure import Board, ShardvizFigure, byte_unit, header, new_figure
 from .palette import FIGURE_STATUS_COLOURS, KIND_COLOURS, NETWORK_COLOURS, STACK_COLOURS
+from .text import verdict_word
 
 if TYPE_CHECKING:
     from ..report.mesh_view import MeshView
@@ -50,12 +51,13 @@ def memory_figure(parts: dict[str, int], memory: pd.DataFrame, devices: pd.DataF
                width=0.8 if placed else 0.5)
         bottom = [b + value / scale for b in bottom]
     if capacity is not None:
-        fits = bool(row["fits"])
+        fits = row["fits"]
         estimate = " (estimate)" if row["estimate"] else ""
-        ax.axhline(capacity / scale, color=FIGURE_STATUS_COLOURS["ok" if fits else "error"],
+        status = "unknown" if fits is None or fits != fits else "ok" if fits else "error"
+        ax.axhline(capacity / scale, color=FIGURE_STATUS_COLOURS[status],
                    linewidth=1.5, linestyle="--",
                    label=f"{chip} capacity: {human_bytes(capacity)}"
-                   f" — {'fits' if fits else 'does not fit'}{estimate}")
+                   f" — {verdict_word(fits).lower()}{estimate}")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, fontsize=7)
     hosts = sorted({owner.get(d, 0) for d in placed})

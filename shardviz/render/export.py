@@ -13,20 +13,6 @@ from . import explanation_view
 from .html import CSS, plan_html, report_html
 
 
-def pictures(report, max_per_grid: int = 40):
-    """``(title, Figure)`` for every picture of the report."""
-    out = [("Mesh", report.show_mesh()), ("Memory per device", report.show_memory())]
-    paths = report.variables["path"].tolist()
-    for start in range(0, len(paths), max_per_grid):
-        chunk = paths[start:start + max_per_grid]
-        title = "Variables" if len(paths) <= max_per_grid else \
-            f"Variables {start + 1}–{start + len(chunk)}"
-        out.append((title, report.show_grid(chunk)))
-    if report.pass_mode is not None:
-        out.append(("Layer outputs and collectives", report.show_flow(max_layers=200)))
-    return out
-
-
 def _explanations_html(report) -> str:
     explained = sorted(report.explained.items())
     if not explained:
@@ -35,13 +21,15 @@ def _explanations_html(report) -> str:
             + "".join(f"<h3>Collective {i}</h3>{explanation_view.html(why)}" for i, why in explained))
 
 
-def report_html_file(report, title: str = "shardviz report", preface: str = "") -> str:
+def report_html_file(report, pictures, title: str = "shardviz report",
+                     preface: str = "") -> str:
     """One HTML file, readable offline: ``preface`` (HTML), then summary,
-    tables, problems and every picture as an embedded PNG."""
+    tables, problems and ``pictures`` (``(title, Figure)`` pairs, as
+    ``Report.pictures()`` gives them) each as an embedded PNG."""
     from .mpl import DPI
 
     figures = []
-    for name, fig in pictures(report):
+    for name, fig in pictures:
         # Drawn at twice the pixels it is shown at, so labels stay sharp on
         # high-DPI screens and when zoomed.
         buf = io.BytesIO()

@@ -68,14 +68,14 @@ def html(answer: FitAnswer) -> str:
             f"{compiles_table(answer.compiles)}</details>")
 
 
-def html_file(answer: FitAnswer, title: str = "shardviz fit") -> str:
+def html_file(answer: FitAnswer, pictures=(), title: str = "shardviz fit") -> str:
     """One HTML file, readable offline: the answer, then the full report of
-    the train step at the answer."""
+    the train step at the answer with its ``pictures`` (``answer.report.pictures()``)."""
     if answer.report is None:
         return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
                 f"<title>{escape(title)}</title></head><body>"
                 f"<h1>{escape(title)}</h1>{html(answer)}</body></html>")
-    return report_html_file(answer.report, title, preface="<h2>The answer</h2>"
+    return report_html_file(answer.report, pictures, title, preface="<h2>The answer</h2>"
                             + html(answer) + "<h2>The train step at the answer</h2>")
 
 

@@ -55,7 +55,7 @@ STATUS_COLOURS = {
 """Text colours of a status (a fine rule, a warning, an error, a note), in
 every report, widget and message; dark enough to read on white."""
 
-FIGURE_STATUS_COLOURS = {"ok": "#1b7f3b", "error": "#CC3311"}
+FIGURE_STATUS_COLOURS = {"ok": "#1b7f3b", "error": "#CC3311", "unknown": "#777777"}
 """A status in figures (a chip's capacity line, a failing mesh or tensor):
 the error red is the one of :data:`NETWORK_COLOURS`'s slow links."""
 

@@ -64,13 +64,30 @@ def compare(a: Report, b: Report, labels: tuple[str, str] = ("A", "B")) -> Shard
     """Two reports side by side: memory per device, collective bytes, problems."""
     from .mpl import compare_figure
 
+    two_reports(a, b, labels)
     return compare_figure(a, b, labels)
+
+
+def two_reports(a: object, b: object, labels: object) -> None:
+    """Refuses what :func:`compare` cannot draw, naming it and what to give."""
+    for which, r in (("first", a), ("second", b)):
+        if not all(hasattr(r, n) for n in ("summary", "totals", "memory", "plan")):
+            raise ShardvizError(
+                f"compare takes two reports from shardviz.analyze; the {which} is "
+                f"{type(r).__name__} {r!r:.40}.",
+                hint="e.g. shardviz.compare(shardviz.analyze(model, plan_a, inputs), "
+                     "shardviz.analyze(model, plan_b, inputs)).")
+    if (not isinstance(labels, (tuple, list)) or len(labels) != 2
+            or not all(isinstance(x, str) for x in labels)):
+        raise ShardvizError(f"compare's labels={labels!r:.60} are not two names.",
+                            hint="e.g. labels=('FSDP', 'Megatron').")
 
 
 def compare_table(a: Report, b: Report, labels: tuple[str, str] = ("A", "B")) -> pd.DataFrame:
     """The figures behind :func:`compare`, as a DataFrame (one column per report)."""
     import pandas as pd
 
+    two_reports(a, b, labels)
     def column(r: Report) -> dict[str, object]:
         s = r.summary()
         return {

@@ -190,14 +190,27 @@ def fit_text(report) -> str:
     if m["capacity_bytes"] is None or m["capacity_bytes"] != m["capacity_bytes"]:
         return ""
     needed = m["total_bytes"] if m["total_bytes"] is not None else m["variable_bytes"]
-    verdict = "fits" if m["fits"] else "DOES NOT FIT"
+    verdict = verdict_word(m["fits"])
     estimate = " (estimate)" if m["estimate"] else ""
     peak = m.get("peak_bytes")
     # What the compiler checks is the peak; say it where it is what makes a program fit.
     at_peak = (f" ({human_bytes(peak)} live at the peak)" if m["fits"] and peak is not None
                and peak == peak and needed > m["capacity_bytes"] else "")
-    return (f"; needs {human_bytes(needed)}{at_peak} of {human_bytes(m['capacity_bytes'])} per "
-            f"chip on {report.target.label}{estimate}: {verdict}")
+    needs = "needs" if m["total_bytes"] is not None else "the variables alone need"
+    return (f"; {needs} {human_bytes(needed)}{at_peak} of {human_bytes(m['capacity_bytes'])} "
+            f"per chip on {report.target.label}{estimate}: {verdict}")
+
+
+def verdict_word(fits) -> str:
+    """How every view says the verdict: ``fits``, ``DOES NOT FIT``, or, where
+    nothing was compiled and the variables alone fit, that it is unknown.
+
+    >>> verdict_word(True), verdict_word(False), verdict_word(None)
+    ('fits', 'DOES NOT FIT', 'UNKNOWN, nothing was compiled')
+    """
+    if fits is None or fits != fits:
+        return "UNKNOWN, nothing was compiled"
+    return "fits" if fits else "DOES NOT FIT"
 
 
 def estimate_line(report) -> str:

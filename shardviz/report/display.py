@@ -79,6 +79,22 @@ def show_mesh(self: Report) -> Figure:
     return mesh_figure(self.mesh, host_of)
 
 
+def pictures(self: Report, max_per_grid: int = 40) -> list[tuple[str, Figure]]:
+    """``(title, Figure)`` for every picture of the report: the mesh, memory
+    per device, the variables (``max_per_grid`` to a figure) and, after a
+    pass, the layer outputs and collectives."""
+    out = [("Mesh", show_mesh(self)), ("Memory per device", show_memory(self))]
+    paths = self.variables["path"].tolist()
+    for start in range(0, len(paths), max_per_grid):
+        chunk = paths[start:start + max_per_grid]
+        title = "Variables" if len(paths) <= max_per_grid else \
+            f"Variables {start + 1}–{start + len(chunk)}"
+        out.append((title, show_grid(self, chunk)))
+    if self.pass_mode is not None:
+        out.append(("Layer outputs and collectives", show_flow(self, max_layers=200)))
+    return out
+
+
 def picture_title(self: Report) -> str:
     """``model on mesh: the pass``, the line under each picture's title."""
     from ..render.figure import plan_line

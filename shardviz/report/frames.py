@@ -286,10 +286,12 @@ def memory(self: Report) -> pd.DataFrame:
         cols["total_bytes"].append(needed if mem or refused else None)
         cols["peak_bytes"].append(mem.get("peak_bytes") if mem else None)
         cols["capacity_bytes"].append(capacity)
+        # Nothing compiled: unknown, unless the variables alone are already too many.
         cols["fits"].append(False if refused else None if capacity is None else
                             True if mem and self.target.compiler_decides_fit
                             and not mem.get("unread_bytes") else
-                            needed <= capacity)
+                            needed <= capacity if mem else
+                            False if needed > capacity else None)
         cols["estimate"].append(estimate)
     # A refused program without the compiler's figure: the variables alone, a lower bound.
     dtypes = {"total_bytes": object} if oom is not None and not oom.needed else {}

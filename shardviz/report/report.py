@@ -20,7 +20,7 @@ from ..layout.assign import OutputLayout, VariableLayout
 from ..layout.geometry import MeshModel
 from ..model.scan import Scan
 from ..model.tuning import Tuning
-from ..plan import Plan
+from ..plan import Plan, as_bytes
 from ..target import Target, checked_against, parse_target
 from . import display, explaining, frames, lookups
 from .mesh_view import MeshView
@@ -307,10 +307,11 @@ class Report:
         """True when Keras would accept the plan for this model."""
         return not self.errors
 
-    def replicated_large(self, threshold: int) -> list[Problem]:
-        """``replicated-large`` problems at another threshold (bytes) than the
-        one the report was made with."""
-
+    def replicated_large(self, threshold: int | str) -> list[Problem]:
+        """``replicated-large`` problems at another threshold than the one the
+        report was made with: bytes, or a size such as ``"1MB"`` or ``"2GiB"``,
+        as ``analyze(replicated_threshold=...)`` takes it."""
+        threshold = as_bytes(threshold, "replicated_large's threshold")
         return replicated_large(self.variable_layouts, self.plan, self.mesh, threshold)
 
     def problems_of(self, kind: str) -> list[Problem]:
@@ -342,6 +343,7 @@ class Report:
     show_memory = display.show_memory
     show_flow = display.show_flow
     show_grid = display.show_grid
+    pictures = display.pictures
 
     # ------------------------------------------------------- explanations
     why = explaining.why

@@ -66,6 +66,17 @@ class Settings:
     batch: int | None = None
     seq: int | None = None
 
+    def __post_init__(self) -> None:
+        # A lone name is one axis, as a lone layer name is for lora_layers.
+        if isinstance(self.dcn_axes, str):
+            object.__setattr__(self, "dcn_axes", (self.dcn_axes,))
+        elif self.dcn_axes is not None and not isinstance(self.dcn_axes, tuple):
+            try:
+                object.__setattr__(self, "dcn_axes", tuple(self.dcn_axes))
+            except TypeError:
+                raise ShardvizError(f"dcn_axes={self.dcn_axes!r:.60} is not an axis name or a "
+                                    "list of them.", hint="e.g. dcn_axes='batch'.") from None
+
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes``; a name that is no setting is refused, naming it."""
         names = _names()
