@@ -154,3 +154,6 @@ class OutOfMemory(ShardvizError):
         self.from_cache = False
         """Whether the refusal was read from the compile cache (the compiler
         gave it for the same program before)."""
+        self.peak_source: object = None
+        """The compiler's buffer assignment of the refused program
+        (:class:`~shardviz.trace.peak.PeakSource`), where it wrote one."""

@@ -48,7 +48,7 @@ def test_report_prints_tables_and_writes_html_and_json(tmp_path):
     for path in report.variables["path"]:
         assert path in page
     images = re.findall(r'<img alt="[^"]*" width="\d+" src="data:image/png;base64,', page)
-    assert len(images) == len(report.pictures()) == 4  # mesh, memory, variables, flow
+    assert len(images) == len(report.pictures()) == 5  # mesh, memory, variables, flow, peak
     assert "http" not in page.replace("http-equiv", "")  # opens offline
     frames = frames_from_json(json_file.read_text())
     for name in ("variables", "rules", "activations", "problems"):

@@ -175,6 +175,9 @@ def test_tabs_render_their_views(app):
     assert "up/kernel" in app.variables_table.value
     assert "all-reduce" in app.comm_table.value and app.flow_picture.value[:4] == b"\x89PNG"
     assert app.memory_picture.value[:4] == b"\x89PNG"
+    # What fills a device at the compiled program's peak, below it.
+    assert app.peak_picture.value[:4] == b"\x89PNG" and app.peak_picture.layout.display == ""
+    assert "buffer assignment" in app.peak_note.value
     assert "No problems" in app.problems_table.value
 
 

@@ -56,6 +56,9 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
                              help="explain each collective: its source line, the layouts and "
                              "rules behind it, and a fix found by recompiling the changes it "
                              "suggests")
+    run_options.add_argument("--peak", action="store_true",
+                             help="what is live at the compiled program's peak, by role and "
+                             "by layer, from the compiler's own buffer assignment")
     add_target(parser, "simulate N CPU devices", slices=True)
     add_tuning(parser)
     add_guards(parser)
@@ -82,6 +85,11 @@ def run(args: argparse.Namespace) -> int:
                          dcn_axes=(args.dcn_axis,) if args.dcn_axis else None,
                          batch=args.batch, seq=args.seq, **tuning_of(args))
     print_report(report, args)
+    if args.peak:
+        from ..render.peak_view import text
+
+        width = max(80, shutil.get_terminal_size((80, 40)).columns)
+        print("\nWhat is live at the peak\n" + text(report.peak, report.peak_note, width))
     if args.explain:
         print_explanations(report, args)
     write_outputs(report, args, f"shardviz report: {args.builder}")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..format import format_spec, human_bytes, human_seconds
 from ..trace.sources import short_file
+from . import peak_view
 from .palette import STATUS_COLOURS
 from .text import estimate_line, fit_text, memory_line, summary_line, verdict_line
 
@@ -175,6 +176,9 @@ def report_html(report, all_rows: bool = False) -> str:
         if report.step_setup is not None:
             parts.append(f"<p>Train step: {_e(report.step_setup.describe())}</p>")
         parts.append(f"<p>{_e(memory_line(report))}</p>")
+        if len(report.peak):
+            parts.append("<details><summary>What is live at the peak</summary>"
+                         f"{peak_view.html(report.peak, report.peak_note)}</details>")
         if estimate_line(report):
             parts.append(f"<p>{_e(estimate_line(report))}</p>")
     else:

@@ -46,6 +46,23 @@ STACK_COLOURS = {
 }
 
 
+ROLE_COLOURS = {
+    "weight": "#332288",
+    "optimizer state": "#88CCEE",
+    "gradient": "#AA4499",
+    "activation": "#CC6677",
+    "logits and loss": "#882255",
+    "input": "#DDCC77",
+    "label": "#999933",
+    "optimizer update": "#44AA99",
+    "metric state": "#117733",
+    "workspace": "#BBBBBB",
+    "other": "#DDDDDD",
+}
+"""What a buffer at the program's peak holds (``report.peak``'s roles); the
+arguments keep the colours of :data:`STACK_COLOURS`."""
+
+
 STATUS_COLOURS = {
     "ok": "#1b7f3b",
     "warning": "#8a5a00",

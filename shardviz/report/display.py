@@ -92,7 +92,27 @@ def pictures(self: Report, max_per_grid: int = 40) -> list[tuple[str, Figure]]:
         out.append((title, show_grid(self, chunk)))
     if self.pass_mode is not None:
         out.append(("Layer outputs and collectives", show_flow(self, max_layers=200)))
+    if len(self.peak):
+        out.append(("Memory over the program and at its peak", show_peak(self)))
     return out
+
+
+def show_peak(self: Report) -> Figure:
+    """Live bytes by role over the compiled program's schedule (the peak and
+    the chip's capacity marked), and the largest layers at the peak, from
+    the compiler's own buffer assignment (``report.peak``)."""
+    from ..render.peak_figures import peak_figure
+
+    if self.peak.empty:
+        raise ShardvizError(f"No picture of the peak: {self.peak_note}",
+                            hint="Analyse with inputs, so that a pass is compiled.")
+    row = self.memory.iloc[0]
+    capacity = row["capacity_bytes"]
+    source = self.peak_source
+    return peak_figure(self.timeline, self.peak,
+                       capacity if capacity is not None and capacity == capacity else None,
+                       source.buffer_peak.position if source is not None else None,
+                       picture_title(self))
 
 
 def picture_title(self: Report) -> str:

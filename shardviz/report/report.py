@@ -22,7 +22,7 @@ from ..model.scan import Scan
 from ..model.tuning import Tuning
 from ..plan import Plan, as_bytes
 from ..target import Target, checked_against, parse_target
-from . import display, explaining, frames, lookups
+from . import display, explaining, frames, lookups, peak_frames
 from .mesh_view import MeshView
 from .settings import Settings
 from .totals import Totals
@@ -88,6 +88,10 @@ class Report:
     memory = functools.cached_property(frames.memory)
     optimizer_variables = functools.cached_property(frames.optimizer_variables)
     estimate = functools.cached_property(frames.estimate)
+    peak = functools.cached_property(peak_frames.peak)
+    timeline = functools.cached_property(peak_frames.timeline_frame)
+    peak_note = property(peak_frames.peak_note)
+    peak_source = property(peak_frames.peak_source)
     _batch_rows_by_position = frames.batch_rows_by_position
     _crosses_hosts = frames.crosses_hosts
 
@@ -344,6 +348,7 @@ class Report:
     show_flow = display.show_flow
     show_grid = display.show_grid
     pictures = display.pictures
+    show_peak = display.show_peak
 
     # ------------------------------------------------------- explanations
     why = explaining.why

@@ -332,7 +332,8 @@ FRAMES: tuple[Frame, ...] = (
                     "once, and passes programs whose ``total_bytes`` is over "
                     "``capacity_bytes`` (GPT-2's train step at batch 33 on a v5e chip: 16.5 "
                     "GiB in all, 14.5 GiB at the peak, of 15.75; it ran on the chip); False "
-                    "when the compiler refused it; None on the simulated CPU.", NULL),
+                    "when the compiler refused it, or the variables alone are over; None on "
+                    "the simulated CPU, and where nothing was compiled (unknown).", NULL),
         ("estimate", BOOL, "True when the figures come from a compiler for other devices than the "
                         "target's (a GPU target, compiled for the simulated CPUs)."),
     ),
@@ -359,6 +360,34 @@ FRAMES: tuple[Frame, ...] = (
         ("bound", BOOL, "True for the largest of compute, memory and collectives: what limits "
                      "the step.", NULL),
         ("source", OBJ, "the formula, or the compiler."),
+    ),
+    _frame(
+        "peak", "buffer live at the compiled program's peak, largest first (the compiler's "
+                "own buffer assignment; empty where it wrote none: ``report.peak_note`` says "
+                "why)",
+        ("bytes", I64, "the buffer's bytes on one device, as the compiler assigned them (with "
+                       "its tiling's padding)."),
+        ("role", OBJ, "what the buffer holds: ``weight``, ``optimizer state``, ``metric "
+                      "state``, ``input``, ``label`` (an argument, or a copy of one), "
+                      "``gradient`` (made by the backward pass), ``activation`` (made by the "
+                      "forward pass; in a train step, kept for the backward pass), ``logits "
+                      "and loss`` (the size of the model's output: the logits, their float32 "
+                      "copy for the loss, their gradient), ``optimizer update``, or "
+                      "``workspace`` (no op names it)."),
+        ("layer", OBJ, "the variable an argument holds, or the Keras layer whose name scope "
+                       "made the buffer; empty when none."),
+        ("op", OBJ, "the instruction's ``op_name`` (JAX's name stack), or its HLO op."),
+        ("dtype", OBJ, "the buffer's element type, as XLA names it (``f32``, ``bf16``)."),
+        ("shape", OBJ, "its shape on one device, a tuple."),
+        ("buffer", OBJ, "the buffer's name in the compiler's assignment."),
+        ("on_chip", BOOL, "True where the compiler placed it in the chip's on-chip memory "
+                          "(a TPU's vector memory) instead of HBM."),
+    ),
+    _frame(
+        "timeline", "stretch of the compiled program's schedule (at most 2,000 of them)",
+        ("position", I64, "the stretch's first position in the schedule."),
+        ("role", OBJ, "one of ``peak``'s roles."),
+        ("bytes", I64, "the most bytes the role's buffers hold at once in the stretch."),
     ),
 )
 

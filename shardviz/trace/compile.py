@@ -15,7 +15,7 @@ from .._adapters.jax import capturing_shardings, module_text, tracing_for
 from ..errors import OutOfMemory, Problem, ShardvizError
 from ..format import format_spec
 from ..matching.match import compiled as compiled_key
-from . import cached_compile, compile_cache, hlo, sources, xla_log
+from . import buffer_dump, cached_compile, compile_cache, hlo, sources, xla_log
 
 _RANKING: contextvars.ContextVar[bool] = contextvars.ContextVar("ranking", default=False)
 
@@ -188,7 +188,7 @@ def collectives_of(compiled, mesh, layer_paths, parameters=None):
 
 
 def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=None,
-                 observe=None, lower_only=False, devices=None, attention=None):
+                 observe=None, lower_only=False, devices=None, attention=None, peak=None):
     """Lower and compile ``fn(*args)`` (``fn`` jitted here, unless it is
     jitted already); with ``lower_only``, only lower it and return the
     ``Lowered`` (its ``out_info`` says what it returns). XLA's resharding
@@ -201,7 +201,9 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
     Keras sees while it traces, so that it picks the kernels it would pick
     on them. Each call of ``keras.ops.dot_product_attention`` traced, and
     whether Keras ran its kernel for it, is appended to ``attention`` (a
-    list), and a refusal for memory carries them too."""
+    list), and a refusal for memory carries them too. The compiler's buffer
+    assignment (:class:`~.buffer_dump.BufferPeak`, or why there is none) is
+    appended to ``peak`` (a list), for a refused program too."""
 
     import jax
 
@@ -231,22 +233,24 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
         cached = _Cached.find(lowered, args, options, watches)
         if cached is not None and cached.entry is not None:
             progress("reading the compile cache")
+            if peak is not None:
+                peak.append(cached.buffer_peak())
             compiled = cached.replay(what, name, attention)
             if log is not None:
                 log.extend(cached.log)
             seconds[f"{key}_cache"] = time.perf_counter() - t
             return compiled
         progress("compiling")
-        with capturing_shardings(), xla_log.capturing_stderr() as lines, \
-                watches.recording_deliveries() as delivered:
-            compiled = lowered.compile(compiler_options=options)
+        with _dumping(peak, options) as compile_options, capturing_shardings(), \
+                xla_log.capturing_stderr() as lines, watches.recording_deliveries() as delivered:
+            compiled = lowered.compile(compiler_options=compile_options)
         warnings, rest = xla_log.split_log(lines)
         xla_log.pass_on(rest)
         if log is not None:
             log.extend(warnings)
         seconds[f"{key}_compile"] = time.perf_counter() - t
         if cached is not None:
-            cached.keep(compiled, delivered, lines)
+            cached.keep(compiled, delivered, lines, peak[-1] if peak else None)
     except ShardvizError:
         raise
     except Exception as e:
@@ -257,7 +261,7 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
                 oom.flops = flops / len(devices) if flops is not None else None
             oom.attention = list(attention or ())
             if cached is not None:
-                cached.keep_refusal(str(e), oom.flops)
+                cached.keep_refusal(str(e), oom.flops, peak[-1] if peak else None)
             raise oom from None
         kernels = [c for c in attention or () if c.kernel]
         if kernels and "cannot be automatically partitioned" in str(e):
@@ -277,6 +281,25 @@ def compile_pass(fn, args, name, recorder, seconds, what, progress=None, log=Non
             layer=layer,
         ) from e
     return compiled
+
+
+@contextlib.contextmanager
+def _dumping(peak, options):
+    """The compile's options, with a dump of its buffer assignment into a
+    directory of its own when ``peak`` (a list) asks for one; the dump is
+    read into ``peak`` when the compile ends (refused too) and removed."""
+    if peak is None:
+        yield options
+        return
+    with buffer_dump.dump_directory() as directory:
+        if directory is None:
+            peak.append("no temporary directory could be made for the compiler's dump")
+            yield options
+            return
+        try:
+            yield {**(options or {}), **buffer_dump.dump_options(directory)}
+        finally:
+            peak.append(buffer_dump.read_or_why(directory))
 
 
 class _Cached:
@@ -330,7 +353,12 @@ class _Cached:
         self.log, _ = xla_log.split_log(entry["log"])
         return compiled
 
-    def keep(self, compiled, delivered: list, lines: list) -> None:
+    def buffer_peak(self):
+        """The buffer assignment the entry keeps, or why there is none."""
+        assert self.entry is not None
+        return buffer_dump.from_entry(self.entry.get("buffer_peak"))
+
+    def keep(self, compiled, delivered: list, lines: list, peak=None) -> None:
         """Write the compile's entry; a compile that cannot be written as data
         is simply not cached (never an error of the analysis)."""
         try:
@@ -339,10 +367,13 @@ class _Cached:
                 module_text(compiled))
         except Exception:  # noqa: BLE001 - NotRecordable, or a JAX object that moved
             return
+        entry["buffer_peak"] = buffer_dump.to_entry(peak)
         self._put(entry)
 
-    def keep_refusal(self, message: str, flops: float | None) -> None:
-        self._put(cached_compile.entry_of_refusal(message, flops, self.watches.watches))
+    def keep_refusal(self, message: str, flops: float | None, peak=None) -> None:
+        entry = cached_compile.entry_of_refusal(message, flops, self.watches.watches)
+        entry["buffer_peak"] = buffer_dump.to_entry(peak)
+        self._put(entry)
 
     def _put(self, entry: dict) -> None:
         try:

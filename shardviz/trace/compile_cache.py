@@ -49,7 +49,7 @@ import warnings
 import zlib
 from pathlib import Path
 
-FORMAT = 1
+FORMAT = 2
 """The entries' format: an entry of another format is never read."""
 
 DEFAULT_MAX_BYTES = 2 * 2**30

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from .._adapters import keras as keras_adapter
-from ..errors import Problem, ShardvizError
+from ..errors import OutOfMemory, Problem, ShardvizError
 from ..layout.geometry import MeshModel
 from ..model.inputs import (
     call_args,
@@ -30,6 +30,7 @@ from . import hlo
 from .activations import Activation, Recorder
 from .compile import collectives_of, compile_pass, reshard_problems
 from .cost import priced
+from .peak import NO_DUMP, PeakSource, model_output
 from .train_step import OptimizerVariable, StepSetup, add_train_step
 
 
@@ -63,6 +64,9 @@ class Trace:
     """Each call of ``keras.ops.dot_product_attention`` the compiled program
     traced, and whether Keras ran its kernel for it
     (:class:`~shardviz._adapters.keras.AttentionCall`)."""
+    peak_source: PeakSource | None = None
+    """The compiler's buffer assignment of the pass and what reads it by role
+    (:mod:`~shardviz.trace.peak`)."""
     grouped_convolutions: list[str] = dataclasses.field(default_factory=list)
     """With a train step: the layer paths of the grouped convolutions in its
     compiled program (:func:`~shardviz.trace.scopes.grouped_convolution_layers`),
@@ -234,8 +238,16 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
 
     xla_warnings: list = []
     attention: list = []
-    compiled = compile_pass(forward, (tv, ntv, x), name, recorder, seconds, "forward", progress,
-                            log=xla_warnings, devices=mesh.device_list, attention=attention)
+    peak: list = []
+    arguments = parameter_paths(trainable, non_trainable)
+    try:
+        compiled = compile_pass(forward, (tv, ntv, x), name, recorder, seconds, "forward",
+                                progress, log=xla_warnings, devices=mesh.device_list,
+                                attention=attention, peak=peak)
+    except OutOfMemory as e:
+        e.peak_source = PeakSource(peak[0] if peak else NO_DUMP, arguments,
+                                   [o.layer_path for o in scan.outputs], (None, []))
+        raise
     recorder.set_returned(compiled.output_shardings)
     activations = recorder.activations()
     layer_paths = [o.layer_path for o in scan.outputs] or [a.layer_path for a in activations]
@@ -246,6 +258,8 @@ def trace(scan, plan, mesh: MeshModel, variable_layouts, inputs, *, mode: str | 
         collectives=forward_collectives, memory=hlo.memory(compiled, (tv, ntv, x)),
         input_specs=input_specs, hlo_text=compiled.as_text(), compiled=compiled,
         seconds=seconds, attention=attention,
+        peak_source=PeakSource(peak[0] if peak else NO_DUMP, arguments, layer_paths,
+                               model_output(activations)),
     )
     result.problems += reshard_problems(compiled, xla_warnings, layer_paths, plan,
                                         activations=activations)

@@ -19,7 +19,7 @@ import re
 import time
 
 from .._adapters import keras as keras_adapter
-from ..errors import Problem, ShardvizError
+from ..errors import OutOfMemory, Problem, ShardvizError
 from ..layout.geometry import GeometryError, geometry_of, itemsize, spec_from_sharding
 from ..matching.match import RuleMatcher
 from ..model.inputs import normalize_inputs
@@ -27,6 +27,7 @@ from . import hlo
 from .activations import Recorder
 from .compile import collectives_of, compile_pass, reshard_problems, short_message
 from .cost import priced
+from .peak import NO_DUMP, PeakSource, model_output
 from .scopes import grouped_convolution_layers
 
 DEFAULT_LOSS = "mean_squared_error"
@@ -228,11 +229,22 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
             recorder = Recorder(keras_adapter.layout_keys(dist), inspect=False, model=model)
         xla_warnings: list = []
         attention: list = []
+        peak: list = []
         state, data = (tv, ntv, ov, mv), (x, y)
+        parameters = {f"state[{k}][{i}]": v.path
+                      for k, vs in enumerate((model.trainable_variables,
+                                              model.non_trainable_variables,
+                                              optimizer.variables, metrics))
+                      for i, v in enumerate(vs)}
         try:
             compiled = compile_pass(step, (state, data), name, recorder, seconds, "train step",
                                     log=xla_warnings, observe=(recorder.on_output, dist),
-                                    devices=mesh.device_list, attention=attention)
+                                    devices=mesh.device_list, attention=attention, peak=peak)
+        except OutOfMemory as e:
+            e.peak_source = PeakSource(peak[0] if peak else NO_DUMP, parameters,
+                                       [a.layer_path for a in recorder.activations()],
+                                       model_output(recorder.activations()), optimizer.name)
+            raise
         except ShardvizError as e:
             if e.__cause__ is not None and recorder.last_layer is None:
                 raise (_layer_error(e.__cause__, name, scan.tuning.remat)
@@ -242,11 +254,8 @@ def add_train_step(result, scan, plan, mesh, dist, sharding_of, tv, ntv, x, labe
         if fused:
             result.activations = recorder.activations()
         layer_paths = [a.layer_path for a in result.activations]
-        parameters = {f"state[{k}][{i}]": v.path
-                      for k, vs in enumerate((model.trainable_variables,
-                                              model.non_trainable_variables,
-                                              optimizer.variables, metrics))
-                      for i, v in enumerate(vs)}
+        result.peak_source = PeakSource(peak[0] if peak else NO_DUMP, parameters, layer_paths,
+                                        model_output(result.activations), optimizer.name)
         collectives = priced(collectives_of(compiled, mesh, layer_paths, parameters), mesh)
         prefix = optimizer.name
     collectives = [

@@ -100,6 +100,8 @@ class Explorer(widgets.VBox):
     problems_table = _tab_widget(ProblemsTab, "table")
     memory_note = _tab_widget(MemoryTab, "note")
     memory_picture = _tab_widget(MemoryTab, "picture")
+    peak_picture = _tab_widget(MemoryTab, "peak_picture")
+    peak_note = _tab_widget(MemoryTab, "peak_note")
     comm_note = _tab_widget(CommunicationTab, "note")
     comm_table = _tab_widget(CommunicationTab, "table")
     flow_picture = _tab_widget(CommunicationTab, "flow_picture")
