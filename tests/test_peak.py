@@ -195,3 +195,31 @@ def test_the_html_report_holds_the_peak():
     page = _llama_train_step()._repr_html_()
     assert "<summary>What is live at the peak</summary>" in page
     assert "<th>role</th>" in page and "optimizer state" in page
+
+
+@needs.tpu
+def test_the_peak_is_the_chips_own_buffer_for_buffer():
+    """The chip's compile of the step ``model.fit`` ran
+    (bench/records/chip/peak_record.py) and shardviz's compile here, with the
+    same libtpu, hold the same buffers at the peak, to the byte: the same
+    kinds of instruction (their numbers differ with what was traced before)
+    with the same sizes, at the same position, adding up to the same total."""
+    import importlib.metadata
+    import pathlib
+    import re
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "bench" / "records" / "chip"))
+    import compare_peak
+
+    chip, report = compare_peak.compared("dict_model_fit_b4")
+    ours = peak_source(report).buffer_peak
+    if chip["versions"]["libtpu"] != f"libtpu=={importlib.metadata.version('libtpu')}":
+        assert ours.total == pytest.approx(chip["total"], rel=0.05)
+        return
+    assert ours.total == chip["total"] and ours.position == chip["position"]
+    def kinds(live):
+        return sorted((re.sub(r"\.\d+", "", name), size) for name, size in live)
+
+    assert kinds(chip["live"]) == kinds(ours.live)
+    assert report.fits is chip["ran"] is True
