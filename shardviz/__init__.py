@@ -40,6 +40,7 @@ _LAZY = {
     "suggest": ("shardviz.planner", "suggest"),
     "sweep": ("shardviz.planner", "sweep"),
     "fit": ("shardviz.planner", "fit"),
+    "levers": ("shardviz.planner", "levers"),
     "audit": ("shardviz.diagnosis", "audit"),
     "Audit": ("shardviz.diagnosis", "Audit"),
     "layout_map_for": ("shardviz.planner", "layout_map_for"),

@@ -59,6 +59,10 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
     run_options.add_argument("--peak", action="store_true",
                              help="what is live at the compiled program's peak, by role and "
                              "by layer, from the compiler's own buffer assignment")
+    run_options.add_argument("--levers", action="store_true",
+                             help="the changes that would most reduce the bytes the compiler "
+                             "checks (remat, batch, sequence, LoRA, optimizer, dtype), each "
+                             "compiled")
     add_target(parser, "simulate N CPU devices", slices=True)
     add_tuning(parser)
     add_guards(parser)
@@ -90,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
 
         width = max(80, shutil.get_terminal_size((80, 40)).columns)
         print("\nWhat is live at the peak\n" + text(report.peak, report.peak_note, width))
+    if args.levers:
+        print_levers(report, builder, args)
     if args.explain:
         print_explanations(report, args)
     write_outputs(report, args, f"shardviz report: {args.builder}")
@@ -127,6 +133,20 @@ def print_report(report: Any, args: argparse.Namespace) -> None:
         return
     width = max(80, shutil.get_terminal_size((120, 40)).columns)
     print(report_text(report, width=width, max_rows=None if args.verbose else 40))
+
+
+def print_levers(report: Any, builder: Any, args: argparse.Namespace) -> None:
+    """``--levers``: each change that would reduce the bytes, compiled."""
+    from ..planner.levers import describe, levers
+
+    if report.pass_name is None:
+        print("\nNo levers: no pass was compiled" + (" (pass --inputs)." if not args.inputs
+                                                   else "."))
+        return
+    with running(args.quiet, "compiling the levers") as progress:
+        frame = levers(report, builder, progress=progress)
+    print("\nLevers, each compiled (the bytes the compiler checks, per device)")
+    print(describe(frame))
 
 
 def print_explanations(report: Any, args: argparse.Namespace) -> None:

@@ -1,7 +1,8 @@
 """The planner: the searches that compile. Plans suggested from a model's
 structure and the best few compiled (:func:`suggest`), a rule set swept over
 mesh shapes (:func:`sweep`), the largest batch or smallest slice a fine-tune
-fits (:func:`fit`), and a Keras LayoutMap chosen from compiled candidates
+fits (:func:`fit`), the changes that would make a program fit, each compiled
+(:func:`levers`), and a Keras LayoutMap chosen from compiled candidates
 (:func:`layout_map_for`). The plans themselves are written, with no compile,
 by :mod:`shardviz.strategy`; a map's mistakes are diagnosed by
 :mod:`shardviz.diagnosis`.
@@ -27,8 +28,9 @@ Modules: ``candidates`` (:class:`Candidate`, :class:`Suggestions`),
 ``suggest_plans`` (:func:`suggest`), ``diff`` (:func:`plan_diff`),
 ``sweep_meshes`` (:func:`sweep`), ``fit_search`` (:func:`fit`),
 ``batch_search`` (the largest batch from few compiles), ``fit_answer``
-(:class:`FitAnswer`), ``batch_inputs`` (the inputs of one batch) and
-``layout_maps`` (:func:`layout_map_for`, :func:`choose_map`).
+(:class:`FitAnswer`), ``batch_inputs`` (the inputs of one batch),
+``levers`` (:func:`levers`) and ``layout_maps`` (:func:`layout_map_for`,
+:func:`choose_map`).
 """
 
 from .candidates import TABLE_COLUMNS, TIGHT, Candidate, Suggestions
@@ -36,11 +38,12 @@ from .diff import plan_diff
 from .fit_answer import FitAnswer
 from .fit_search import fit
 from .layout_maps import MapChoice, choose_map, layout_map_for, plan_for_mesh
+from .levers import levers
 from .suggest_plans import suggest
 from .sweep_meshes import MAX_SWEEP_MESHES, SWEEP_COLUMNS, sweep
 
 __all__ = [
     "MAX_SWEEP_MESHES", "SWEEP_COLUMNS", "TABLE_COLUMNS", "TIGHT", "Candidate", "FitAnswer",
-    "MapChoice", "Suggestions", "choose_map", "fit", "layout_map_for", "plan_diff",
+    "MapChoice", "Suggestions", "choose_map", "fit", "layout_map_for", "levers", "plan_diff",
     "plan_for_mesh", "suggest", "sweep",
 ]

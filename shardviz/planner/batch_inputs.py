@@ -47,15 +47,28 @@ def _leaves(tree: object) -> list[tuple]:
 
 def _rebatch(tree: object, batch: int, what: str = "inputs") -> object:
     """Shapes (or arrays, as their shapes) with the first dim replaced."""
+    return resized(tree, 0, batch, what)
+
+
+def resized(tree: object, dim: int, size: int, what: str = "inputs") -> object:
+    """Shapes (or arrays, as their shapes) with dim ``dim`` set to ``size``
+    where they have it (a rank-1 input keeps its shape when ``dim`` is 1).
+
+    >>> resized({"ids": (8, 128), "pos": (8,)}, 1, 64)
+    {'ids': (8, 64), 'pos': (8,)}
+    """
     import jax
 
     if isinstance(tree, dict):
-        return {k: _rebatch(v, batch, what) for k, v in tree.items()}
+        return {k: resized(v, dim, size, what) for k, v in tree.items()}
     if isinstance(tree, tuple) and tree and all(isinstance(d, int) for d in tree):
-        return (batch,) + tree[1:]
+        return tree[:dim] + (size,) + tree[dim + 1:] if len(tree) > dim else tree
     if isinstance(tree, (list, tuple)):
-        return [_rebatch(v, batch, what) for v in tree]
+        return [resized(v, dim, size, what) for v in tree]
     if hasattr(tree, "shape") and hasattr(tree, "dtype"):
-        return jax.ShapeDtypeStruct((batch,) + tuple(tree.shape[1:]), tree.dtype)
+        shape = tuple(tree.shape)
+        if len(shape) > dim:
+            shape = shape[:dim] + (size,) + shape[dim + 1:]
+        return jax.ShapeDtypeStruct(shape, tree.dtype)
     raise ShardvizError(f"{what}= holds {type(tree).__name__}, not shapes or arrays.",
                         hint=f"Give the shapes of one batch, e.g. {what}=(8, 128).")
