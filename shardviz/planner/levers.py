@@ -149,19 +149,17 @@ def _first_shape(tree: object) -> tuple | None:
 
 
 def _with_batch(settings: Settings, batch: int) -> Settings:
-    if settings.batch:
-        return settings.replace(batch=batch)
-    labels = resized(settings.labels, 0, batch, "labels") if settings.labels is not None \
-        else None
-    return settings.replace(inputs=resized(settings.inputs, 0, batch), labels=labels)
+    return settings.replace(batch=batch) if settings.batch else _resized(settings, 0, batch)
 
 
 def _with_seq(settings: Settings, seq: int) -> Settings:
-    if settings.seq:
-        return settings.replace(seq=seq)
-    labels = resized(settings.labels, 1, seq, "labels") if settings.labels is not None \
-        else None
-    return settings.replace(inputs=resized(settings.inputs, 1, seq), labels=labels)
+    return settings.replace(seq=seq) if settings.seq else _resized(settings, 1, seq)
+
+
+def _resized(settings: Settings, dim: int, size: int) -> Settings:
+    """The settings' inputs and labels with dim ``dim`` set to ``size``."""
+    labels = None if settings.labels is None else resized(settings.labels, dim, size, "labels")
+    return settings.replace(inputs=resized(settings.inputs, dim, size), labels=labels)
 
 
 def _float32(report: Report) -> bool:
