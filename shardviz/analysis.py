@@ -21,6 +21,7 @@ from collections.abc import Callable
 from . import checks
 from .errors import BLOCKING, OutOfMemory, Problem, ShardvizError
 from .format import plural
+from .hub.presets import model_of
 from .layout.assign import output_layouts, variable_layouts
 from .layout.geometry import mesh_model
 from .matching.match import compiled
@@ -158,9 +159,12 @@ def _analyze(model_or_builder: object, plan: object, asked: Settings, start: flo
                 hint="Scan the builder again with these settings (shardviz.scan(builder, "
                 "tuning=...)), or pass the builder to analyze.")
     else:
-        scan = scan_model(model_or_builder, inputs=inputs, tuning=tuning)
+        scan = scan_model(model_of(model_or_builder), inputs=inputs, tuning=tuning)
     if batch is not None or seq is not None:
         inputs = _token_inputs(scan, inputs, batch, seq)
+        if train_step and labels is None and batch is not None:
+            # A keras-hub causal LM's labels are its token ids: seq gives them.
+            labels = TokenBatch(scan.model, seq).labels_at(positive(batch, "batch"))
 
     hardware = parse_target(target, slices)
     if dcn_axes is None:

@@ -6,13 +6,13 @@ Layers, lowest first (docs/ARCHITECTURE.md), each a package you see in ``ls``:
 0. base: ``errors``, ``format``, ``matching/`` (rule matching, which imports nothing else)
 1. adapters: ``_adapters/*`` (every private Keras and JAX use)
 2. values: ``plan/``, ``model/``, ``layout/``, ``target/``, ``checks/``,
-   ``devices``, ``examples``
+   ``devices``, ``examples``, ``hub/`` (keras-hub's configurations and presets as models)
 3. trace: ``trace/*``
 4. assembly: ``analysis``, ``report/``
 5. composers: ``strategy/``, ``explain/``, ``planner/``, ``diagnosis/`` (they read Reports
    and ask ``analyze`` again)
 6. render: ``render/*``
-7. outer: ``widgets/*``, ``cli/``, ``__main__``, ``multihost/``, ``hub/`` (the keras-hub catalogue)
+7. outer: ``widgets/*``, ``cli/``, ``__main__``, ``multihost/``
 
 A module imports only from its own layer or below. The Report may import a
 renderer lazily, inside a method (its display methods), never at the top; so
@@ -30,10 +30,10 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "shardviz"
 
 BASE = {"errors", "format", "matching"}
-VALUES = {"plan", "model", "layout", "target", "checks", "devices", "examples", "match"}
+VALUES = {"plan", "model", "layout", "target", "checks", "devices", "examples", "match", "hub"}
 ASSEMBLY = {"analysis", "report"}
 COMPOSERS = {"strategy", "explain", "planner", "diagnosis"}
-OUTER = {"widgets", "cli", "__main__", "multihost", "hub"}
+OUTER = {"widgets", "cli", "__main__", "multihost"}
 LAYERS = [BASE, {"_adapters"}, VALUES, {"trace"}, ASSEMBLY, COMPOSERS, {"render"}, OUTER]
 OUTERMOST = 7
 

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from ..errors import ShardvizError
+from ..hub.presets import model_of
 from ..model.builders import load_builder
 from ..plan import Plan
 from .options import (
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         main = mesh or (layout.mesh_dict if isinstance(layout, Plan) else None) or CLASS_MESH
         use_devices(math.prod(main.values()))
     floor = parse_bytes(args.replicated_bytes, "--replicated-bytes")
-    builder = load_builder(args.builder)
+    builder = model_of(args.builder)
     with running(args.quiet, "auditing the layout map") as progress:
         found = audit(builder, layout, mesh=mesh, inputs=inputs_of(args.inputs),
                       batch=args.batch, seq=args.seq, target=args.target,

@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..model.builders import load_builder
+from ..hub.presets import model_of
 from .options import add_builder, add_plan, add_tuning, build_plan, inputs_of, tuning_of
 from .running import UsageError, check_writable, running, write_file
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--rule needs --mesh (or give --plan)")
     if args.html:  # before the search, which may take minutes
         check_writable(args.html, "--html")
-    builder = load_builder(args.builder)
+    builder = model_of(args.builder)
     progress = None if args.quiet else True
     with running(args.quiet, f"finding what fits on {args.target}"):
         answer = fit(builder, plan, target=args.target, batch=args.batch, seq=args.seq,

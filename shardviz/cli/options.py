@@ -17,7 +17,7 @@ from ..model.inputs import MAX_DIM
 from ..plan import AXIS_NAME, Plan, as_bytes, check_axis_name
 from .running import UsageError, check_writable
 
-BUILDER = "MODULE_OR_FILE:BUILDER"
+BUILDER = "MODEL"
 NAMED = "; NAME= on each for a model that takes a dict, e.g. token_ids=8x128:int32"
 SHAPE = "SHAPE[:DTYPE]"
 MAX_PLAN_FILE = 16 * 2**20
@@ -32,7 +32,9 @@ OUTPUTS = {"html": ("FILE", "write a self-contained HTML report"),
 # ---------------------------------------------------------------- groups
 def add_builder(parser: argparse.ArgumentParser) -> None:
     """The model builder, the first argument."""
-    parser.add_argument("builder", metavar=BUILDER, help="e.g. mypkg.models:build or models.py:build")
+    parser.add_argument("builder", metavar=BUILDER,
+                        help="a builder, mypkg.models:build or models.py:build, or a keras-hub "
+                        "preset, hub:gemma2_2b_en (its CausalLM, built without weights)")
 
 
 def add_plan(parser: argparse.ArgumentParser, mesh: bool = True,

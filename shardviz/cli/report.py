@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ..errors import SEVERITIES
-from ..model.builders import load_builder
+from ..hub.presets import model_of
 from .options import (
     add_builder,
     add_guards,
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--labels are the y of a train step; add --train-step")
     fail_on = parse_fail_on(args.fail_on) if args.fail_on else set()
     max_replicated = parse_bytes(args.max_replicated_bytes) if args.max_replicated_bytes else None
-    builder = load_builder(args.builder)
+    builder = model_of(args.builder)
     with running(args.quiet, "scanning the model") as progress:
         from ..analysis import analyze
 

@@ -10,7 +10,7 @@ import textwrap
 from typing import Any
 
 from ..format import format_spec, human_bytes
-from ..model.builders import load_builder
+from ..hub.presets import model_of
 from .options import (
     add_builder,
     add_inputs,
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     use_devices(args.devices if (args.inputs and not args.target) else None)
     budget = parse_bytes(args.budget, "--budget") if args.budget else None
     own = {path: read_plan(path) for path in args.with_plan or []}
-    builder = load_builder(args.builder)
+    builder = model_of(args.builder)
     with running(args.quiet, "recognising the model's structure and ranking plans"):
         found = suggest(builder, devices=args.devices, target=args.target,
                         inputs=inputs_of(args.inputs), budget_bytes=budget,

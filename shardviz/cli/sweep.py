@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..format import human_bytes, human_seconds
-from ..model.builders import load_builder
+from ..hub.presets import model_of
 from .options import (
     add_builder,
     add_inputs,
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         rules = [(r.key, r.axes) for r in build_plan(args).rules]
     check_outputs(args)
     use_devices(args.devices if (args.inputs and not args.target) else None)
-    builder = load_builder(args.builder)
+    builder = model_of(args.builder)
     with running(args.quiet, f"analysing the rules on every mesh of {args.devices} devices"):
         frame = sweep(builder, rules, devices=args.devices, target=args.target,
                       inputs=inputs_of(args.inputs), batch_axis=args.batch_axis)

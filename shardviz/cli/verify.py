@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from ..errors import ShardvizError
-from ..model.builders import load_builder
+from ..hub.presets import model_of
 from .options import (
     SHAPE,
     add_builder,
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError.of(e) from None
     plan = build_plan(args)
     inputs = inputs_of(args.inputs)
-    load_builder(args.builder)  # a usage error now, not in every worker
+    model_of(args.builder)  # a usage error now, not in every worker
     try:
         with running(args.quiet, passing=(TimedOut,)) as progress:
             result = verify(args.builder, plan, processes=args.processes, inputs=inputs,

@@ -38,6 +38,7 @@ import pandas as pd
 from ..analysis import analyze
 from ..errors import OutOfMemory, ShardvizError
 from ..format import human_bytes, plural
+from ..hub.presets import model_of
 from ..layout.geometry import itemsize
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
@@ -139,7 +140,7 @@ def audit(model_or_builder: object, layout: object, *, mesh: dict[str, int] | No
         inputs=inputs, batch=batch, seq=seq, target=target)
     inputs = asked.inputs
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
-        model_or_builder, tuning=asked.tuning)
+        model_of(model_or_builder), tuning=asked.tuning)
     plan_for, own = layout_source(layout)
     main = dict(mesh or own or CLASS_MESH)
     _check_class(scan, layout, main)

@@ -1,4 +1,5 @@
-"""Model builders named by text: ``module.path:name`` or ``path/to/file.py:name``.
+"""Model builders named by text: ``module.path:name`` or ``path/to/file.py:name``
+(a keras-hub preset, ``hub:gemma2_2b_en``, is :mod:`shardviz.hub.presets`'s).
 
 The command line names builders this way, and ``shardviz verify`` hands the
 name to its worker processes, which load the same builder with
@@ -34,7 +35,9 @@ def _split(target: str) -> tuple[str, str]:
     if not sep or not module_name or not attr:
         raise BuilderError(
             f"{target!r} is not MODULE_OR_FILE:BUILDER (e.g. mypkg.models:build or "
-            "models.py:build)", hint="Name the module or file, a colon, then the function.")
+            "models.py:build) nor hub:PRESET",
+            hint="Name the module or file, a colon, then the function; or hub: and a keras-hub "
+            "preset (hub:gemma2_2b_en).")
     return module_name, attr
 
 
@@ -53,6 +56,7 @@ def load_builder(target: str):
     A file is loaded as a module of its own, with its folder put on
     ``sys.path``; a module is imported with the working directory on
     ``sys.path``. Raises :class:`BuilderError`, naming the target.
+    (``hub:NAME``, a keras-hub preset, is :func:`shardviz.hub.presets.model_of`'s.)
     """
     module_name, attr = _split(target)
     with quiet_start_up():
@@ -117,7 +121,12 @@ def builder_ref(builder: object) -> str:
     Raises :class:`BuilderError` for a function no module holds (defined in
     ``__main__``, a notebook or inside another function).
     """
+    ref = getattr(builder, "shardviz_ref", None)
+    if isinstance(ref, str):  # a keras-hub preset's builder: hub:NAME
+        return ref
     if isinstance(builder, str):
+        if builder.startswith("hub:"):  # a keras-hub preset, named as every process names it
+            return builder
         module_name, attr = _split(builder)
         if _is_file(module_name):
             return f"{os.path.abspath(module_name)}:{attr}"

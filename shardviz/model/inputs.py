@@ -304,6 +304,13 @@ def positive(value: object, name: str) -> int:
     return value
 
 
+def is_causal_lm(model: object) -> bool:
+    """Whether a model is a keras-hub ``CausalLM`` (found by its classes'
+    names, so keras-hub need not be imported)."""
+    return any(c.__name__ == "CausalLM" and c.__module__.startswith("keras_hub")
+               for c in type(model).__mro__)
+
+
 class TokenBatch:
     """The inputs of one global batch of the model's own input shapes, with
     each dim it leaves open after the batch set to ``seq`` (a token model's
@@ -326,6 +333,16 @@ class TokenBatch:
                 hint="Give seq=, e.g. seq=2048 (--seq 2048 on the command line).")
         self.seq, self.specs = seq, specs
         self.names = input_names(model)
+        self.causal_lm = seq is not None and is_causal_lm(model)
+
+    def labels_at(self, batch: int):
+        """The labels ``fit`` takes for one batch of a keras-hub causal LM
+        with no preprocessor (the next token's id at each position:
+        ``(batch, seq)`` int32); None for any other model, whose labels the
+        user gives."""
+        import jax
+
+        return jax.ShapeDtypeStruct((batch, self.seq), "int32") if self.causal_lm else None
 
     def at(self, batch: int):
         """``jax.ShapeDtypeStruct``s of one global batch of ``batch``."""

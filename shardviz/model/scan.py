@@ -400,8 +400,9 @@ def scan(model_or_builder: Any, inputs: object = None, tuning: Tuning | None = N
                 "them out.")
         model, built_by_shardviz = model_or_builder, False
     elif callable(model_or_builder):
-        model, build_records = build_model(model_or_builder, tuning)
-        built_by_shardviz = True
+        (model, build_records), built_by_shardviz = build_model(model_or_builder, tuning), True
+        if getattr(model_or_builder, "source", ""):  # a keras-hub preset: whose configuration
+            notes.append(f"Model {model_or_builder.source}.")
     else:
         raise ShardvizError(
             f"Expected a Keras model or a zero-argument builder, got "

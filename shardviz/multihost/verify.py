@@ -15,7 +15,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import ShardvizError
-from ..model.builders import builder_ref, load_builder
+from ..hub.presets import model_of
+from ..model.builders import builder_ref
 from ..plan import as_plan, check_processes
 from .comparison import Verification, compare_shards
 from .processes import (
@@ -129,7 +130,7 @@ def verify(builder: object, plan: object, processes: int = 2, inputs: object = N
         raise ShardvizError("verify() needs inputs, the global batch: e.g. inputs=(8, 64).",
                             hint="The workers run a forward pass on it.")
     ref = builder_ref(builder)
-    builder_fn = load_builder(ref)
+    builder_fn = model_of(ref)
     if not backend_started():
         from ..devices import simulate_devices
 

@@ -107,9 +107,9 @@ def main(spec_path: str, process_id: int) -> int:
         exec(compile(spec["code"], "<shardviz exported plan>", "exec"), namespace)  # noqa: S102
         distribution = namespace["distribution"]
         enter("importing the builder")
-        from shardviz.model.builders import load_builder
+        from shardviz.hub.presets import model_of
 
-        builder = load_builder(spec["builder"])
+        builder = model_of(spec["builder"])
         enter("building the model")
         from shardviz._adapters.keras import fresh_names
 

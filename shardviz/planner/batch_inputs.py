@@ -27,7 +27,10 @@ class BatchInputs:
 
     def at(self, batch: int) -> tuple[object, object]:
         inputs = _rebatch(self.given, batch) if self.tokens is None else self.tokens.at(batch)
-        labels = _rebatch(self.labels, batch, "labels") if self.labels is not None else None
+        if self.labels is not None:
+            labels = _rebatch(self.labels, batch, "labels")
+        else:  # a keras-hub causal LM's labels are its token ids: seq gives them
+            labels = self.tokens.labels_at(batch) if self.tokens is not None else None
         return inputs, labels
 
     def batch_of(self, report: Report) -> int | None:

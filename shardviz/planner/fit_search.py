@@ -26,6 +26,7 @@ import pandas as pd
 from ..analysis import analyze
 from ..errors import OutOfMemory, ShardvizError
 from ..format import human_bytes
+from ..hub.presets import model_of
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
 from ..model.tuning import Tuning
@@ -400,7 +401,7 @@ def _scan(model_or_builder: object, tuning: Tuning) -> Scan:
             raise ShardvizError("A scan was given with training settings of another build.",
                                 hint="Pass the builder, so that each setting builds it anew.")
         return model_or_builder
-    return scan_model(model_or_builder, tuning=tuning)
+    return scan_model(model_of(model_or_builder), tuning=tuning)
 
 
 def _modes(remat: object) -> list[object]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ..analysis import analyze
 from ..errors import Problem, ShardvizError
 from ..format import human_bytes
+from ..hub.presets import model_of
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
 from ..plan import MAX_MESH_SIZE, Plan, as_bytes, check_device_count
@@ -150,7 +151,7 @@ def suggest(model_or_builder: object, devices: int | None = None,
                 f"suggest(target={target!r}): the target has {n:,} chips; shardviz plans for "
                 f"at most {MAX_MESH_SIZE:,} devices.", hint="Give a smaller target.")
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
-        model_or_builder, inputs=inputs, tuning=asked.tuning)
+        model_of(model_or_builder), inputs=inputs, tuning=asked.tuning)
     # Laid out without inputs first: the variables' exact bytes, no compile.
     layouts = asked.layouts_only()
     own = _own(plans, n)

@@ -11,6 +11,7 @@ import pandas as pd
 from ..analysis import analyze
 from ..errors import ShardvizError
 from ..format import format_mesh
+from ..hub.presets import model_of
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
 from ..plan import MAX_AXES, Plan, check_axis_name, check_device_count
@@ -76,7 +77,7 @@ def sweep(model_or_builder: object, rules: Any = (), devices: int | None = None,
     asked = (settings if settings is not None else Settings()).given(
         target=target, inputs=inputs, train_step=train_step, labels=labels)
     scan = model_or_builder if isinstance(model_or_builder, Scan) else scan_model(
-        model_or_builder, inputs=asked.inputs, tuning=asked.tuning)
+        model_of(model_or_builder), inputs=asked.inputs, tuning=asked.tuning)
     rows = []
     for plan in plans:
         report = analyze(scan, plan, settings=asked)

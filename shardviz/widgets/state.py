@@ -26,6 +26,7 @@ from typing import Any
 
 from ..analysis import analyze
 from ..errors import ShardvizError
+from ..hub.presets import model_of
 from ..model.scan import Scan
 from ..model.scan import scan as scan_model
 from ..plan import Plan, as_plan
@@ -53,6 +54,7 @@ class ExplorerState:
                  train_step: bool = False, labels: Any = None,
                  target: str | Target | None = None, slices: int = 1,
                  auto_run: bool = True, cheap_seconds: float = 1.0) -> None:
+        model_or_builder = model_of(model_or_builder)  # a name (hub:NAME) is its builder
         self.source = model_or_builder
         """The model, builder or scan as given: what a question that builds the
         model anew (``shardviz.fit`` with fine-tune settings) starts from."""
