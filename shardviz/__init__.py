@@ -56,6 +56,7 @@ _LAZY = {
     "examples": ("shardviz.examples", None),
     "hub": ("shardviz.hub", None),
     "configure_cache": ("shardviz.trace.compile_cache", "configure"),
+    "quiet_start_up": ("shardviz.devices", "quiet_start_up"),
 }
 
 __all__ = ["simulate_devices", "Plan", "Rule", "Problem", "ShardvizError", *_LAZY]

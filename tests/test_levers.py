@@ -57,6 +57,20 @@ def test_remat_of_the_layers_whose_activations_fill_the_peak_is_offered_and_comp
     assert frame.loc["smaller batch"].saved > 0
 
 
+def test_a_program_the_compiler_refuses_gets_its_levers_and_those_that_make_it_fit():
+    """The question levers answer first: why does this batch not fit, and what would."""
+    report = shardviz.analyze(_activations_heavy, Plan({"batch": 1}, {}), target="v5e:1x1",
+                              inputs=(8192, 512, 32), labels=(8192, 512, 8), train_step=True)
+    assert report.fits is False and len(report.peak)
+    frame = shardviz.levers(report, _activations_heavy).set_index("lever")
+    assert {"remat", "smaller batch", "bfloat16"} <= set(frame.index)
+    compiled = frame[frame.note == ""]
+    # Each compiled change has the bytes the compiler said it needs (remat may need more).
+    assert compiled.bytes.notna().all() and (compiled.fits.notna()).all()
+    smaller = frame.loc["smaller batch"]
+    assert smaller.saved > 0 and smaller.bytes < report.totals.bytes_per_device and smaller.fits
+
+
 def test_levers_need_a_compiled_pass():
     report = shardviz.analyze(examples.mlp(), examples.megatron_plan())
     with pytest.raises(shardviz.ShardvizError, match="needs a compiled pass"):

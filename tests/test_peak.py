@@ -121,6 +121,21 @@ def test_a_dump_in_another_format_is_unavailable_never_an_error(tmp_path):
     assert "another format" in buffer_dump.read_or_why(str(tmp_path))
 
 
+def test_a_loops_carried_values_are_read_as_any_other(tmp_path):
+    """A program with a loop (a windowed matmul, a scan) has values the
+    buffer assignment marks ``(phi)``; each is live at the peak as itself."""
+    path = tmp_path / "m.after_optimizations-buffer-assignment.txt"
+    path.write_text(
+        "BufferAssignment:\n"
+        "allocation 0: size 59146240, maybe-live-out:\n"
+        " value: <2968 while.10{2} (phi) @0> (size=59146240,offset=0): "
+        "bf16[1805,256,64]{1,2,0:T(8,128)(2,1)}\n"
+        " value: <2132 param.9 @0> (size=4096000,offset=0): bf16[4000,512]{1,0:T(8,128)(2,1)}\n")
+    values = buffer_dump._read_values(str(path))
+    assert set(values) == {"while.10{2}", "param.9{}"}, values
+    assert values["while.10{2}"][2] == 59146240
+
+
 def test_the_dumps_are_removed_and_a_full_disk_only_loses_the_peak(tmp_path, monkeypatch):
     monkeypatch.setenv("SHARDVIZ_CACHE", "off")  # compiled here, not read from the cache
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

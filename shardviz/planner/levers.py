@@ -46,8 +46,9 @@ def levers(report: Report, builder: Callable[[], object], *, top: int | None = N
     the compiler checked after the change, or said it needed), ``saved``,
     ``fits`` (on a target chip), ``note`` (why one could not be compiled).
     """
-    if report.pass_name is None:
-        raise ShardvizError("levers() needs a compiled pass, and this report has none.",
+    if report.pass_name is None and not isinstance(report.trace_error, OutOfMemory):
+        raise ShardvizError("levers() needs a compiled pass (one that fits, or one the compiler "
+                            "refused), and this report has none.",
                             hint="Analyse with inputs (and train_step=True for a fine-tune).")
     before = checked_bytes(report)
     candidates = candidate_levers(report)[:top]

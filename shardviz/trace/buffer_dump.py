@@ -28,8 +28,9 @@ _MAX = re.compile(r"^HloLiveRange \(max (\d+)\):")
 _RANGE = re.compile(r"^\s*(\S+):(\d+)-(\d+)\s*$")
 _ALLOCATION = re.compile(r"^allocation \d+: size \d+(?:, (?P<what>[^,:]+))?")
 _PARAMETER = re.compile(r"^parameter (\d+)$")
-_VALUE = re.compile(r"^ value: <\d+ (?P<name>\S+) @\d+> \(size=(?P<size>\d+),offset=\d+\): "
-                    r"(?P<shape>.*)$")
+_VALUE = re.compile(r"^ value: <\d+ (?P<name>\S+)(?: \((?:phi)\))? @\d+> "
+                    r"\(size=(?P<size>\d+),offset=\d+\): (?P<shape>.*)$")
+"""One value of an allocation; a loop's carried value is marked ``(phi)``."""
 
 
 @dataclasses.dataclass

@@ -8,6 +8,7 @@ known layer path.
 
 from __future__ import annotations
 
+import functools
 import re
 
 
@@ -78,22 +79,40 @@ def _scope_of_one(name: str) -> tuple[str, bool]:
 
 
 def layer_for_scope(scope: str, layer_paths) -> str | None:
-    """The Keras layer a name-scope path belongs to: the longest prefix of the
-    scope that is a known layer path, or its tail (``stateless_call`` opens
-    no scope for the model itself, so scopes may lack the model's name).
+    """The Keras layer a name-scope path belongs to: the known layer path
+    that ends with the longest run of the scope's names (``stateless_call``
+    opens no scope for the model itself, so scopes may lack the model's
+    name; a nested model's scope, such as a causal LM's backbone, may carry
+    a name its layers' paths lack). Ties go to the run that starts first.
 
     >>> layer_for_scope("block_0/down/xyz", ["my_model/block_0/up", "my_model/block_0/down"])
     'my_model/block_0/down'
     >>> layer_for_scope("attn/query/abc,cde->abde", ["attn", "attn/query"])
     'attn/query'
+    >>> layer_for_scope("backbone/block_0/ffw/btf,fd->btd", ["backbone", "block_0/ffw"])
+    'block_0/ffw'
     """
     parts = scope.split("/")
-    for n in range(len(parts), 0, -1):
-        prefix = "/".join(parts[:n])
-        for path in layer_paths:
-            if path == prefix or path.endswith("/" + prefix):
-                return path
-    return None
+    index = _suffixes(tuple(layer_paths))
+    best, best_length = None, 0
+    for start in range(len(parts)):
+        for stop in range(len(parts), start + best_length, -1):
+            path = index.get("/".join(parts[start:stop]))
+            if path is not None:
+                best, best_length = path, stop - start
+                break
+    return best
+
+
+@functools.lru_cache(maxsize=8)
+def _suffixes(layer_paths: tuple[str, ...]) -> dict[str, str]:
+    """Every path's trailing runs of names, each to the first path that has it."""
+    index: dict[str, str] = {}
+    for path in layer_paths:
+        names = path.split("/")
+        for k in range(len(names)):
+            index.setdefault("/".join(names[k:]), path)
+    return index
 
 
 _GROUPED = re.compile(r"\bconvolution\((?=[^\n]*\b(?:feature|batch)_group_count=(\d+))"
