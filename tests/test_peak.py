@@ -91,6 +91,10 @@ def test_full_vocabulary_logits_that_dominate_are_named_first():
     assert {"lm_head", "compile_loss/sparse_categorical_crossentropy"} & set(logits.layer)
     by_role = report.peak.groupby("role").bytes.sum().sort_values(ascending=False)
     assert by_role.index[0] == "logits and loss"
+    # The lever no setting can pull is said, not compiled: a loss that never holds them all.
+    advice = shardviz.levers(report, build, top=0).set_index("lever")
+    assert advice.loc["chunked loss", "note"].startswith("not compiled: the logits")
+    assert advice.loc["chunked loss"].isna()[["bytes", "saved"]].all()
 
 
 @needs.tpu

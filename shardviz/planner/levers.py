@@ -69,6 +69,7 @@ def levers(report: Report, builder: Callable[[], object], *, top: int | None = N
         figure = checked_bytes(after)
         saved = before - figure if before is not None and figure is not None else None
         rows.append((lever.name, lever.change, figure, saved, after.fits, ""))
+    rows += _advice(report)
     frame = pd.DataFrame(rows, columns=list(LEVER_COLUMNS))
     for column in ("bytes", "saved"):
         frame[column] = pd.to_numeric(frame[column])
@@ -89,8 +90,9 @@ def candidate_levers(report: Report) -> list[Lever]:
             out.append(Lever("remat", f"remat={tuple(blocks)!r:.80} (Keras's RematScope, "
                              "list_of_layers)", settings.replace(remat=tuple(blocks))))
     batch = _batch(report) if settings.inputs is not None or settings.batch else None
-    if batch and batch > 1:
-        half = batch // 2
+    unit = _batch_unit(report)
+    half = (batch // 2) // unit * unit if batch else 0  # Keras splits the batch evenly
+    if batch and 0 < half < batch:
         out.append(Lever("smaller batch", f"batch {batch} -> {half}", _with_batch(settings, half)))
     seq = settings.seq or (_seq(report) if settings.inputs is not None else None)
     if seq and seq > 1:
@@ -125,6 +127,28 @@ def _heaviest_blocks(peak: pd.DataFrame, cover: float = 0.8) -> list[str]:
         if running >= cover * total:
             break
     return out
+
+
+def _advice(report: Report) -> list[tuple[str, str, None, None, None, str]]:
+    """Changes no setting can make, said where the peak calls for them (not
+    compiled): a loss that never holds the full-vocabulary logits."""
+    peak = report.peak
+    total = float(peak["bytes"].sum()) if len(peak) else 0.0
+    logits = float(peak.loc[peak["role"] == "logits and loss", "bytes"].sum()) if total else 0.0
+    if not report.settings.train_step or logits < 0.25 * total:
+        return []
+    return [("chunked loss", "a loss that never holds the full-vocabulary logits", None, None,
+             None, f"not compiled: the logits and the loss hold {human_bytes(int(logits))} of "
+             f"the peak's {human_bytes(int(total))}; compute the output projection and the "
+             "cross-entropy inside the model over slices of the sequence (or in bfloat16), "
+             "so that no float32 copy of every token's vocabulary is live at once; that "
+             "changes the model's code, so shardviz cannot compile it for you")]
+
+
+def _batch_unit(report: Report) -> int:
+    """The size of the plan's batch axis: every batch is a multiple of it."""
+    axis = report.plan.batch_axis
+    return int(report.plan.mesh_dict.get(axis, 1)) if axis else 1
 
 
 def _batch(report: Report) -> int | None:
