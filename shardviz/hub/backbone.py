@@ -61,6 +61,17 @@ class HubBackbone:
         return "params as published"
 
 
+def construct(cls: Any, config: dict[str, Any]) -> Any:
+    """A backbone built from its constructor arguments; a composite one (with
+    sub-models written by :func:`sub`) through ``from_config``, which builds
+    its sub-models from their configurations."""
+    import copy
+
+    if any(isinstance(v, dict) and "class_name" in v for v in config.values()):
+        return cls.from_config(copy.deepcopy(config))
+    return cls(**config)
+
+
 def sub(cls: str, module: str | None = None, **config: Any) -> dict[str, Any]:
     """A sub-model's serialized configuration, for a composite backbone
     (CLIP's towers, SAM's encoders) that ``from_config`` builds: a class

@@ -25,13 +25,12 @@ shardviz.errors.ShardvizError: ResNetBackbone has no transformer blocks...
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 from ..devices import quiet_start_up
 from ..errors import ShardvizError
-from .backbone import HubBackbone
+from .backbone import HubBackbone, construct
 from .catalogue import entries
 
 HUB_BACKBONES: dict[str, HubBackbone] = {b.name: b for b in entries()}
@@ -114,12 +113,7 @@ def builder(name: str, size: str = "reduced", whole: bool = False,
             import keras_hub
 
         keras.utils.set_random_seed(0)
-        cls = getattr(keras_hub.models, short)
-        if any(isinstance(v, dict) and "class_name" in v for v in kwargs.values()):
-            # A composite backbone: from_config builds its sub-models from their configs.
-            backbone = cls.from_config(copy.deepcopy(kwargs))
-        else:
-            backbone = cls(**kwargs)
+        backbone = construct(getattr(keras_hub.models, short), kwargs)
         return getattr(backbone, part) if part else backbone
 
     build.__name__ = build.__qualname__ = f"{short}_{size}" + (f"_{part}" if part else "")

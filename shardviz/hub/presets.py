@@ -27,7 +27,6 @@ parameter count is checked against keras-hub's preset metadata
 
 from __future__ import annotations
 
-import copy
 import difflib
 import functools
 import json
@@ -40,6 +39,7 @@ from typing import Any
 from ..devices import quiet_start_up
 from ..errors import ShardvizError
 from ..model.builders import BuilderError, load_builder
+from .backbone import construct
 from .catalogue import entries
 
 PREFIX = "hub:"
@@ -217,10 +217,6 @@ def _from_keras_hub(keras_hub: Any, preset: str, item: ListedPreset | None) -> A
 
 def _from_catalogue(keras_hub: Any, item: ListedPreset) -> Any:
     backbone_cls = getattr(keras_hub.models, item.backbone)
-    if any(isinstance(v, dict) and "class_name" in v for v in item.config.values()):
-        # A composite backbone: from_config builds its sub-models from their configs.
-        backbone = backbone_cls.from_config(copy.deepcopy(item.config))
-    else:
-        backbone = backbone_cls(**item.config)
+    backbone = construct(backbone_cls, item.config)
     task = task_class(keras_hub, backbone_cls)
     return backbone if task is None else task(backbone=backbone, preprocessor=None)
