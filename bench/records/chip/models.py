@@ -38,6 +38,10 @@ TINY = {
     "dict_model": dict(n_blocks=1, d_model=32, heads=2, ff=64, vocab=256, seq=16,
                        num_classes=3),
     "hub_gpt2": dict(n_layers=2, d_model=64, heads=4, ff=128, vocab=512, seq=32),
+    "decoder_remat": dict(n_blocks=2, d_model=64, heads=4, ff=128, vocab=512, seq=32),
+    "hub_llama_lora": dict(n_layers=2, d_model=64, heads=4, kv_heads=2, ff=128, vocab=512,
+                           seq=32),
+    "hub_qwen": dict(n_layers=2, d_model=64, heads=4, kv_heads=2, ff=128, vocab=512, seq=32),
 }
 
 
@@ -253,8 +257,54 @@ def hub_gpt2(n_layers=12, d_model=768, heads=12, ff=3072, vocab=50257, seq=1024,
     return _compile(model, learning_rate)
 
 
+def decoder_remat(n_blocks=21, d_model=1024, heads=16, ff=2816, vocab=32000, seq=1024,
+                  dtype_policy="mixed_bfloat16", learning_rate=1e-4, name="decoder_remat"):
+    """``decoder()`` with every layer built inside ``keras.RematScope(mode="full")``:
+    the backward pass recomputes each layer's activations."""
+    with _policy(dtype_policy), keras.RematScope(mode="full"):
+        model = _decoder_graph(n_blocks, d_model, heads, ff, vocab, seq, name)
+    return _compile(model, learning_rate)
+
+
+def hub_llama_lora(n_layers=16, d_model=2048, heads=32, kv_heads=8, ff=8192, vocab=128256,
+                   seq=1024, rank=4, dtype_policy="bfloat16", learning_rate=1e-4,
+                   name="hub_llama_lora"):
+    """keras-hub's ``Llama3CausalLM`` at ``llama3.2_1b``'s published
+    configuration (tied embeddings, 1.24B parameters), bfloat16, with
+    ``backbone.enable_lora(rank)`` (keras-hub's own LoRA: the query and value
+    projections), Adam(1e-4), sparse cross-entropy on the logits."""
+    import keras_hub
+
+    with _policy(dtype_policy):
+        backbone = keras_hub.models.Llama3Backbone(
+            vocabulary_size=vocab, num_layers=n_layers, num_query_heads=heads,
+            num_key_value_heads=kv_heads, hidden_dim=d_model, intermediate_dim=ff,
+            rope_max_wavelength=500000, tie_word_embeddings=True, name=f"{name}_backbone")
+        model = keras_hub.models.Llama3CausalLM(backbone=backbone, preprocessor=None, name=name)
+        backbone.enable_lora(rank)
+    return _compile(model, learning_rate)
+
+
+def hub_qwen(n_layers=24, d_model=896, heads=14, kv_heads=2, ff=4864, vocab=151936, seq=1024,
+             dtype_policy="mixed_bfloat16", learning_rate=1e-4, name="hub_qwen"):
+    """keras-hub's ``QwenCausalLM`` at ``qwen2.5_0.5b_en``'s published
+    configuration (tied embeddings, 494M parameters), float32 variables with
+    bfloat16 compute, every weight trained with Adam(1e-4)."""
+    import keras_hub
+
+    with _policy(dtype_policy):
+        backbone = keras_hub.models.QwenBackbone(
+            vocabulary_size=vocab, num_layers=n_layers, num_query_heads=heads,
+            num_key_value_heads=kv_heads, hidden_dim=d_model, intermediate_dim=ff,
+            rope_max_wavelength=1000000, tie_word_embeddings=True, name=f"{name}_backbone")
+        model = keras_hub.models.QwenCausalLM(backbone=backbone, preprocessor=None, name=name)
+    return _compile(model, learning_rate)
+
+
 BUILDERS = {"decoder": decoder, "decoder_lora": decoder_lora,
-            "encoder": encoder, "dict_model": dict_model, "hub_gpt2": hub_gpt2}
+            "encoder": encoder, "dict_model": dict_model, "hub_gpt2": hub_gpt2,
+            "decoder_remat": decoder_remat, "hub_llama_lora": hub_llama_lora,
+            "hub_qwen": hub_qwen}
 
 
 # --------------------------------------------------------------------------
@@ -294,8 +344,9 @@ def hub_data(batch, seq=1024, vocab=50257, seed=0):
     return {"token_ids": x, "padding_mask": np.ones_like(x)}, y
 
 
-DATA = {"decoder": decoder_data, "decoder_lora": decoder_data,
-        "encoder": encoder_data, "dict_model": dict_data, "hub_gpt2": hub_data}
+DATA = {"decoder": decoder_data, "decoder_lora": decoder_data, "decoder_remat": decoder_data,
+        "encoder": encoder_data, "dict_model": dict_data, "hub_gpt2": hub_data,
+        "hub_llama_lora": hub_data, "hub_qwen": hub_data}
 
 
 def data_for(builder, batch, kwargs=None, seed=0):
