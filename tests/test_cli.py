@@ -254,9 +254,14 @@ def test_a_severity_guard_fails_on_every_problem_at_least_that_severe():
 
 def test_report_for_a_tpu_target_and_the_fit_guard(tmp_path):
     pytest.importorskip("libtpu")
-    out = run(*MLP, *MEGATRON, "--inputs", "8x16", "--target", "v5e:2x4")
+    out = run(*MLP, *MEGATRON, "--inputs", "8x16", "--target", "v5e:2x4", "--times")
     assert out.returncode == 0, out.stderr
     assert "of v5e:2x4" in out.stdout and "ici" in out.stdout and "fits" in out.stdout
+    # --times: where the step's time goes, by kind and by layer, in 80 columns
+    times = out.stdout.split("Where the step's time goes")[1]
+    assert "By kind of operation:" in times and "matmul" in times
+    assert "The layers that take the most" in times
+    assert all(len(line) <= 80 for line in times.splitlines())
     assert "TPU_WORKER_HOSTNAMES" not in out.stderr  # libtpu's noise stays out
     bad = run(*MLP, *MEGATRON, "--target", "v5e:4x4")
     assert bad.returncode == 2 and "has 8 devices, but the target v5e:4x4 has 16" in bad.stderr

@@ -59,6 +59,9 @@ def add_parser(subparsers: Any, common: dict[str, Any]) -> None:
     run_options.add_argument("--peak", action="store_true",
                              help="what is live at the compiled program's peak, by role and "
                              "by layer, from the compiler's own buffer assignment")
+    run_options.add_argument("--times", action="store_true",
+                             help="where the step's time goes: each operation of the compiled "
+                             "program timed on the target, by kind and by layer (estimates)")
     run_options.add_argument("--levers", action="store_true",
                              help="the changes that would most reduce the bytes the compiler "
                              "checks (remat, batch, sequence, LoRA, optimizer, dtype), each "
@@ -94,6 +97,13 @@ def run(args: argparse.Namespace) -> int:
 
         width = max(80, shutil.get_terminal_size((80, 40)).columns)
         print("\nWhat is live at the peak\n" + text(report.peak, report.peak_note, width))
+    if args.times:
+        from ..render.time_view import note as time_note
+        from ..render.time_view import text as times_text
+
+        width = max(80, shutil.get_terminal_size((80, 40)).columns)
+        print("\nWhere the step's time goes\n" + times_text(report.op_times,
+                                                           time_note(report), width))
     if args.levers:
         print_levers(report, builder, args)
     if args.explain:

@@ -14,7 +14,13 @@ from ..report import Report
 COMPILE_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
                    "fits", "compiled", "seconds", "from_cache"]
 ANSWER_COLUMNS = ["remat", "target", "mesh", "batch", "bytes_per_device", "capacity_bytes",
-                  "next", "next_bytes_per_device", "compiles", "peak_bytes_per_device"]
+                  "next", "next_bytes_per_device", "compiles", "peak_bytes_per_device",
+                  "step_seconds", "tokens_per_second", "chip_hours_per_million_tokens"]
+"""``step_seconds`` is the expected step at the answer (the report's
+``estimate``), ``tokens_per_second`` the batch's tokens (batch x ``seq``)
+over it, and ``chip_hours_per_million_tokens`` what a million tokens cost in
+chip-hours on the answer's slice; None where no time is expected (GPUs, the
+CPU) or no ``seq`` was given."""
 
 
 @dataclasses.dataclass

@@ -127,6 +127,7 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
     compiles: list[list] = []
     notes: list[str] = []
     best: Report | None = None
+    best_row: dict = {}
     for mode, tuning, carried in zip(modes, tunings, each):
         scan = _scan(model_or_builder, tuning)
         shapes = BatchInputs(scan, seq, inputs, labels)
@@ -145,7 +146,9 @@ def fit(model_or_builder: object, plan: Plan | Callable[[int], Plan] | None = No
                                           max_compiles, notes)
         rows.append(row)
         if report is not None and (best is None or row.get("batch") is not None):
-            best = report
+            # Of the answers that fit, the fastest per sample where times are expected.
+            if best is None or _faster(row, best_row):
+                best, best_row = report, row
     return FitAnswer("largest batch" if family is None else "smallest slice",
                      pd.DataFrame(rows, columns=ANSWER_COLUMNS),
                      pd.DataFrame(compiles, columns=COMPILE_COLUMNS), best,
@@ -340,13 +343,48 @@ class _Asker:
             nxt_bytes: int | None, compiles: int) -> dict:
         """One answer: ``report`` fits (None: nothing does) and ``nxt``, the
         next step up (or down), was refused needing ``nxt_bytes``."""
+        batch = self.shapes.batch_of(report) if report is not None else None
         return {"remat": _mode_text(self.mode), "target": target,
                 "mesh": _mesh_text(plan) if plan is not None else None,
-                "batch": self.shapes.batch_of(report) if report is not None else None,
+                "batch": batch,
                 "bytes_per_device": report.totals.bytes_per_device if report else None,
                 "capacity_bytes": self.capacity(report) if report else None,
                 "next": nxt, "next_bytes_per_device": nxt_bytes, "compiles": compiles,
-                "peak_bytes_per_device": _peak(report)}
+                "peak_bytes_per_device": _peak(report),
+                **_speed(report, batch, self.shapes.seq)}
+
+
+def _faster(row: dict, than: dict) -> bool:
+    """Whether answer ``row`` trains more samples per second than ``than``;
+    where either has no expected step, the later answer (as before times)."""
+    if not than or than.get("batch") is None:
+        return True
+    if row.get("batch") is None:
+        return False
+    a, b = row.get("step_seconds"), than.get("step_seconds")
+    if not a or not b:
+        return True
+    return row["batch"] / a > than["batch"] / b
+
+
+def _speed(report: Report | None, batch: int | None, seq: int | None) -> dict:
+    """The expected step at an answer, its tokens per second and the
+    chip-hours of a million tokens (None where not known)."""
+    out: dict = {"step_seconds": None, "tokens_per_second": None,
+                 "chip_hours_per_million_tokens": None}
+    if report is None or not batch or report.trace is None:
+        return out
+    est = report.estimate
+    expected = [float(s) for p, s in zip(est["part"], est["seconds"]) if p == "expected"]
+    if not expected:
+        return out
+    step = expected[0]
+    out["step_seconds"] = step
+    if seq and step > 0:
+        tokens = batch * seq / step
+        out["tokens_per_second"] = tokens
+        out["chip_hours_per_million_tokens"] = report.target.chips * 1e6 / tokens / 3600
+    return out
 
 
 def _peak(report: Report | None) -> int | None:

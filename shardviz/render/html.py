@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..format import format_spec, human_bytes, human_seconds
 from ..trace.sources import short_file
-from . import peak_view
+from . import peak_view, time_view
 from .palette import STATUS_COLOURS
 from .text import estimate_line, fit_text, memory_line, summary_line, verdict_line
 
@@ -181,6 +181,9 @@ def report_html(report, all_rows: bool = False) -> str:
                          f"{peak_view.html(report.peak, report.peak_note)}</details>")
         if estimate_line(report):
             parts.append(f"<p>{_e(estimate_line(report))}</p>")
+        if len(report.op_times):
+            parts.append("<details><summary>Where the step's time goes</summary>"
+                         f"{time_view.html(report.op_times, time_view.note(report))}</details>")
     else:
 
         if fit_text(report):

@@ -12,11 +12,11 @@ ROLE_WIDTH = 17
 BYTES_WIDTH = 10
 
 
-def _fit(text: str, width: int) -> str:
+def fit_width(text: str, width: int) -> str:
     """``text`` in ``width`` columns; a long path keeps its end (the layer's
     own name), with an ellipsis where it was cut.
 
-    >>> _fit("model/block_12/attention/query/kernel", 20)
+    >>> fit_width("model/block_12/attention/query/kernel", 20)
     '…ention/query/kernel'
     """
     return text if len(text) <= width else "…" + text[-(width - 1):]
@@ -43,7 +43,7 @@ def by_layer(peak: pd.DataFrame, top: int = 15) -> pd.DataFrame:
 
 def text(peak: pd.DataFrame, note: str, width: int = 80, top: int = 15) -> str:
     """The peak as lines of at most ``width`` columns."""
-    lines = [note if len(note) <= width else _wrap(note, width)]
+    lines = [note if len(note) <= width else wrap_note(note, width)]
     if peak.empty:
         return "\n".join(lines)
     lines += ["", "By role:"]
@@ -54,7 +54,7 @@ def text(peak: pd.DataFrame, note: str, width: int = 80, top: int = 15) -> str:
     lines += ["", f"The largest by layer and role ({len(peak):,} buffers live):"]
     for layer, role, size in by_layer(peak, top).itertuples(index=False):
         lines.append(f"  {human_bytes(float(size)):>{BYTES_WIDTH}}  {role:<{ROLE_WIDTH}} "
-                     f"{_fit(str(layer), rest)}")
+                     f"{fit_width(str(layer), rest)}")
     return "\n".join(lines)
 
 
@@ -76,7 +76,7 @@ def html(peak: pd.DataFrame, note: str, top: int = 15) -> str:
     return "".join(out)
 
 
-def _wrap(note: str, width: int) -> str:
+def wrap_note(note: str, width: int) -> str:
     import textwrap
 
     return "\n".join(textwrap.wrap(note, width, break_long_words=False))

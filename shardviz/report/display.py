@@ -94,7 +94,24 @@ def pictures(self: Report, max_per_grid: int = 40) -> list[tuple[str, Figure]]:
         out.append(("Layer outputs and collectives", show_flow(self, max_layers=200)))
     if len(self.peak):
         out.append(("Memory over the program and at its peak", show_peak(self)))
+    if len(self.op_times):
+        out.append(("Where the step's time goes", show_times(self)))
     return out
+
+
+def show_times(self: Report) -> Figure:
+    """The compiled program's operations along the step, by kind, and the
+    layers that take the most time (``report.op_times``: estimates)."""
+    from ..render.time_figures import time_figure
+
+    if self.op_times.empty:
+        raise ShardvizError(
+            "No picture of the step's time: no compiled program was timed on the target.",
+            hint="Analyse with inputs and a TPU target (such as target='v5e:2x4'): the "
+                 "operations are timed with efficiencies fitted to a TPU chip's profiles.")
+    timed = self._timed_program
+    return time_figure(self.op_times, timed.seconds if timed is not None else None,
+                       picture_title(self))
 
 
 def show_peak(self: Report) -> Figure:

@@ -348,7 +348,22 @@ def estimate(self: Report) -> pd.DataFrame:
         rows.append(["compiler", mem["optimal_seconds"], False,
                      f"the {hardware.name} compiler's optimal_seconds"])
     program = "train step" if self.arguments.get("train_step") else "forward pass"
-    expected = expected_step(hardware.name, program, rows[top][1])
+    timing = self._timed_program
+    expected = None if timing is not None else expected_step(hardware.name, program,
+                                                             rows[top][1])
+    if timing is not None:
+        mfu = f", MFU {flops / (timing.seconds * hardware.peak_flops):.0%}" if (
+            flops is not None and hardware.peak_flops) else ""
+        host = (f"; Keras's host work per step ({timing.model.host_step_seconds * 1e3:.1f} "
+                f"ms on the chip's host) is longer than the device's "
+                f"{timing.device_seconds:.3g} s" if timing.seconds > timing.device_seconds
+                else "")
+        unmodelled = (f"; {timing.unmodelled:.0%} of it in kernels timed by their roofline "
+                      "(unmodelled)" if timing.unmodelled >= 0.005 else "")
+        rows.append(["expected", timing.seconds, False,
+                     f"the sum of the compiled program's {len(timing.ops):,} operations in "
+                     f"the compiler's order (report.op_times){mfu}: "
+                     f"{timing.model.describe(hardware)}{host}{unmodelled}"])
     if expected is not None:
         mfu = f", MFU {flops / (expected.seconds * hardware.peak_flops):.0%}" if (
             flops is not None and hardware.peak_flops) else ""

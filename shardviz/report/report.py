@@ -22,7 +22,7 @@ from ..model.scan import Scan
 from ..model.tuning import Tuning
 from ..plan import Plan, as_bytes
 from ..target import Target, checked_against, parse_target
-from . import display, explaining, frames, lookups, peak_frames
+from . import display, explaining, frames, lookups, op_frames, peak_frames
 from .mesh_view import MeshView
 from .settings import Settings
 from .totals import Totals
@@ -89,6 +89,8 @@ class Report:
     optimizer_variables = functools.cached_property(frames.optimizer_variables)
     estimate = functools.cached_property(frames.estimate)
     peak = functools.cached_property(peak_frames.peak)
+    op_times = functools.cached_property(op_frames.op_times)
+    _timed_program = functools.cached_property(op_frames.timed_program)
     timeline = functools.cached_property(peak_frames.timeline_frame)
     peak_note = property(peak_frames.peak_note)
     peak_source = property(peak_frames.peak_source)
@@ -299,7 +301,8 @@ class Report:
             collective_bytes=(int(collectives["bytes_per_device"].sum())
                               if collectives is not None and len(collectives) else
                               0 if collectives is not None else None),
-            step_seconds=float(parts["seconds"].max()) if len(parts) else None,
+            step_seconds=(self._timed_program.seconds if self._timed_program is not None
+                          else float(parts["seconds"].max()) if len(parts) else None),
             fits=self.fits)
 
     @property
@@ -349,6 +352,7 @@ class Report:
     show_grid = display.show_grid
     pictures = display.pictures
     show_peak = display.show_peak
+    show_times = display.show_times
 
     # ------------------------------------------------------- explanations
     why = explaining.why

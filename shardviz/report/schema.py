@@ -362,6 +362,24 @@ FRAMES: tuple[Frame, ...] = (
         ("source", OBJ, "the formula, or the compiler."),
     ),
     _frame(
+        "op_times", "operation of the compiled program (the train step where there is one), "
+                    "in the compiler's order, timed on the target (empty without a compiled "
+                    "program or a fitted model for the chip: :mod:`shardviz.target.op_time`)",
+        ("operation", OBJ, "the instruction's name in the optimized program (the name a "
+                           "profile of the chip shows)."),
+        ("layer", OBJ, "the Keras layer path its op_name belongs to, or its scope."),
+        ("pass", OBJ, "``forward`` or ``backward`` (optimizer updates read as forward)."),
+        ("kind", OBJ, "``matmul``, ``vector``, ``copy``, ``kernel``, ``collective``, "
+                      "``prefetch`` or ``control``."),
+        ("count", F64, "how often a step runs it (a loop's trip count)."),
+        ("flops", F64, "its flops per step (an attention kernel's as if nothing were masked)."),
+        ("bytes", F64, "the bytes of its operands and results per step."),
+        ("seconds", F64, "its expected seconds per step (an estimate: see ``estimate``)."),
+        ("bound", OBJ, "what bounds it: ``compiler cycles``, ``memory``, ``matrix units``, "
+                       "``vector units``, ``kernel``, ``link``, ``fixed cost`` or "
+                       "``unmodelled``."),
+    ),
+    _frame(
         "peak", "buffer live at the compiled program's peak, largest first (the compiler's "
                 "own buffer assignment; empty where it wrote none: ``report.peak_note`` says "
                 "why)",

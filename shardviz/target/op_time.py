@@ -7,9 +7,11 @@ chip's own profiles (``bench/records/chip/fit_op_times.py`` fits them to the
 per-operation times that ``bench/records/chip/profile_record.py`` recorded
 on a v5e chip, and writes ``data/op_time_v5e.json``):
 
-- ``matmul``: the longer of its padded flops at the matrix units' fitted
-  efficiency and the TPU compiler's own estimate of its cycles at the fitted
-  seconds per cycle, plus a fixed cost;
+- ``matmul``: the TPU compiler's own estimate of its cycles at the fitted
+  seconds per cycle (one for a product that sums over a window, as a
+  weight's gradient does, one for the rest), or where the compiler gave none
+  its padded flops at the matrix units' fitted efficiency; at least its bytes'
+  time; plus a fixed cost;
 - ``vector`` and ``copy``: the longest of its flops at the vector units' rate,
   its transcendentals, its bytes (HBM at the fitted share of the bandwidth,
   on-chip memory at the fitted rate) and the compiler's cycles, plus a fixed
@@ -66,10 +68,16 @@ class OpTimeModel:
 
     @property
     def accuracy(self) -> float:
-        """The largest error of an expected step on a model the fit did not
-        see (the held-out cases and each model left out in turn)."""
-        errors = [abs(r - 1) for r in (*self.held_out.values(),
-                                       *self.leave_one_model_out.values())]
+        """The largest error of an expected step on the models the fit never
+        saw (:attr:`held_out`)."""
+        errors = [abs(r - 1) for r in self.held_out.values()]
+        return max(errors) if errors else float("nan")
+
+    @property
+    def left_out_accuracy(self) -> float:
+        """The largest error of a fitted model's step when the fit leaves
+        that model out (:attr:`leave_one_model_out`)."""
+        errors = [abs(r - 1) for r in self.leave_one_model_out.values()]
         return max(errors) if errors else float("nan")
 
     def describe(self, hardware: Hardware) -> str:
@@ -77,8 +85,10 @@ class OpTimeModel:
             f"; {self.hardware} efficiencies carried over to {hardware.name} (no profiles of "
             f"{hardware.name}: an estimate)")
         return (f"{self.hardware} efficiencies fitted to the chip's profiles of "
-                f"{len(self.fitted_on)} steps ({self.date}); within "
-                f"{self.accuracy:.0%} on models the fit did not see{carried}")
+                f"{len(self.fitted_on)} steps ({self.date}); within {self.accuracy:.0%} of the "
+                f"chip on {len(self.held_out)} steps of models the fit never saw, and within "
+                f"{self.left_out_accuracy:.0%} for each fitted model left out in turn"
+                f"{carried}")
 
 
 @functools.cache
@@ -111,7 +121,9 @@ def op_seconds(op: Any, model: OpTimeModel, hardware: Hardware,
     # Where the compiler estimated an operation's cycles, they replace its
     # flops: they know its tiling, layouts and windows.
     if kind == "matmul":
-        terms = {"compiler cycles": op.cycles * p["matmul_seconds_per_cycle"]} if op.cycles \
+        per_cycle = p["windowed_matmul_seconds_per_cycle" if op.windowed
+                      else "matmul_seconds_per_cycle"]
+        terms = {"compiler cycles": op.cycles * per_cycle} if op.cycles \
             else {"matrix units": op.mxu_flops / (peak * p["matmul_efficiency"])}
         return _longest({**terms, "memory": memory}, p["matmul_fixed"])
     if kind in ("vector", "copy"):

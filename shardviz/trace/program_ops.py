@@ -99,6 +99,9 @@ class ProgramOp:
     cycles: float = 0.0
     """The TPU compiler's own estimate of its cycles (``estimated_cycles`` in
     its backend configuration), or 0 where the compiler wrote none."""
+    windowed: bool = False
+    """A product whose contraction runs over a convolution window: XLA writes
+    a weight's gradient (summed over the batch) this way."""
 
 
 @dataclasses.dataclass
@@ -308,10 +311,23 @@ def _window(text: str, key: str) -> list[int]:
     return [int(d) for d in m.group(1).split("x")] if m else []
 
 
+def _windowed(ins: _Instruction) -> bool:
+    """Whether a convolution's window adds to its contraction (see
+    :func:`_dot_flops`)."""
+    if ins.opcode != "convolution":
+        return False
+    w = re.search(r"window=\{([^}]*)\}", ins.attrs)
+    if not w or "lhs_dilate" in w.group(1) or "rhs_reversal" in w.group(1) or \
+            "pad=" in w.group(1):
+        return False
+    return any(size > 1 for size in _window(w.group(1), "size"))
+
+
 class _Work:
     def __init__(self):
         self.flops = self.mxu = self.trans = 0.0
         self.matmul = False
+        self.windowed = False
         self.op_name = ""
         self.kernel = ""
 
@@ -329,6 +345,7 @@ def _walk(comp: str, comps, work: _Work, seen: set) -> None:
                 work.op_name = m.group(1)
         if ins.opcode in ("dot", "convolution"):
             flops, padded = _dot_flops(ins, shapes)
+            work.windowed |= _windowed(ins)
             work.flops += flops
             work.mxu += padded
             work.matmul = True
@@ -404,6 +421,7 @@ def _collect(comp: str, comps, count: float, out: list[ProgramOp], seen: set) ->
             work.op_name = m.group(1)
         if ins.opcode in ("dot", "convolution"):
             work.flops, work.mxu = _dot_flops(ins, shapes)
+            work.windowed = _windowed(ins)
             work.matmul = True
         elif ins.opcode not in _NO_FLOPS and ins.opcode not in _TRANSCENDENTAL:
             work.flops = float(_elements(ins.shape))
@@ -420,4 +438,5 @@ def _collect(comp: str, comps, count: float, out: list[ProgramOp], seen: set) ->
         cycles = _CYCLES.search(ins.attrs)
         out.append(ProgramOp(ins.name, ins.opcode, kind, work.flops, work.mxu, work.trans,
                              result + operands, result_hbm + operands_hbm, count,
-                             work.op_name, detail, float(cycles.group(1)) if cycles else 0.0))
+                             work.op_name, detail, float(cycles.group(1)) if cycles else 0.0,
+                             work.windowed))

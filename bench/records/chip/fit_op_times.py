@@ -38,12 +38,15 @@ OUT = ROOT / "shardviz" / "target" / "data" / "op_time_v5e.json"
 
 FITTED = ("dict_model", "encoder", "decoder", "decoder_lora", "hub_gpt2", "decoder_remat")
 HELD_OUT = ("hub_llama_lora", "hub_qwen")
-START = {"matmul_efficiency": 0.6, "matmul_seconds_per_cycle": 5e-10, "matmul_fixed": 1e-6,
+START = {"matmul_efficiency": 0.6, "matmul_seconds_per_cycle": 5e-10,
+         "windowed_matmul_seconds_per_cycle": 5e-10, "matmul_fixed": 1e-6,
          "hbm_share": 0.8, "on_chip_bandwidth": 3e12, "vector_flops": 2e12,
          "transcendental_rate": 5e11, "vector_fixed": 1e-6, "copy_fixed": 1e-6,
          "vector_seconds_per_cycle": 5e-10, "prefetch_exposed": 0.1, "prefetch_fixed": 1e-6,
          "attention_kernel_efficiency": 0.1, "control_fixed": 1e-7}
-BOUNDS = {"matmul_efficiency": (0.05, 1.0), "hbm_share": (0.3, 1.0)}
+BOUNDS = {"matmul_efficiency": (0.05, 1.0), "hbm_share": (0.3, 1.0),
+          "vector_flops": (2e11, 2e13), "transcendental_rate": (5e10, 5e12)}
+"""Physical limits: rates no faster than the chip's units, none absurdly slow."""
 
 
 def profiles() -> dict[str, dict]:
@@ -104,6 +107,7 @@ class Arrays:
                 "hbm": col(lambda o: o.hbm_bytes, kinds),
                 "chip": col(lambda o: o.bytes - o.hbm_bytes, kinds),
                 "cycles": col(lambda o: o.cycles, kinds), "count": col(lambda o: o.count, kinds),
+                "windowed": col(lambda o: float(o.windowed), kinds),
                 "done": col(lambda o: float(o.opcode.endswith("done")), kinds),
                 "plain": col(lambda o: float(o.detail in ("", "AssumeGatherIndicesInBound",
                                                           "ConcatBitcast")), kinds),
@@ -119,7 +123,9 @@ class Arrays:
             memory = g["hbm"] / (self.bw * p["hbm_share"]) + g["chip"] / p["on_chip_bandwidth"]
             cycled = g["cycles"] > 0
             if kind == "matmul":
-                work = np.where(cycled, g["cycles"] * p["matmul_seconds_per_cycle"],
+                per_cycle = np.where(g["windowed"] > 0, p["windowed_matmul_seconds_per_cycle"],
+                                     p["matmul_seconds_per_cycle"])
+                work = np.where(cycled, g["cycles"] * per_cycle,
                                 g["mxu"] / (self.peak * p["matmul_efficiency"]))
                 t = np.maximum(work, memory) + p["matmul_fixed"]
             elif kind in ("vector", "copy"):
