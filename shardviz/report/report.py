@@ -241,6 +241,20 @@ class Report:
 
         program = "train step" if self.arguments.get("train_step") else "forward pass"
         checks = checked_against(self.target.hardware.name, program)
+        timing = self._timed_program
+        if timing is not None:
+            model = timing.model
+            measured = f" Measured {'; '.join(checks)}." if checks else ""
+            carried = "" if model.hardware == self.target.hardware.name else (
+                f" No chip of this kind was profiled: {model.hardware}'s efficiencies are "
+                "carried over, and the step is an estimate.")
+            return (f"The expected step sums the compiled program's operations, each timed "
+                    f"with efficiencies fitted to profiles of {len(model.fitted_on)} steps on "
+                    f"one {model.hardware} chip; on {len(model.held_out)} steps of models the "
+                    f"fit never saw it was within {model.accuracy:.0%} of the chip. Keras's "
+                    f"host work per step ({model.host_step_seconds * 1e3:.1f} ms on the chip's "
+                    "host) is a floor. Collectives are timed from published link bandwidths "
+                    f"(no profile of more than one chip).{carried}{measured}")
         unknown = ("It does not model kernel efficiency, Keras's per-step host work, nor "
                    "communication overlapping compute.")
         if not checks:

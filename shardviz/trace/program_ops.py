@@ -38,6 +38,7 @@ computation's operations are listed in place.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 
@@ -145,7 +146,10 @@ def _instruction(line: str) -> _Instruction | None:
     if paren <= 0:
         return None
     opcode = rest[:paren]
-    close = _matching(rest, paren)
+    # Operands named only (as ``compiled.as_text()`` prints them) hold no
+    # bracket; with their shapes, a layout's tiling does.
+    simple = rest.find(")", paren)
+    close = simple + 1 if "(" not in rest[paren + 1:simple] else _matching(rest, paren)
     return _Instruction(name, shape, opcode, rest[paren + 1:close - 1], rest[close:])
 
 
@@ -188,6 +192,7 @@ def _arrays(shape_text: str):
         yield m.group("dtype"), dims, m.group("layout") or ""
 
 
+@functools.lru_cache(maxsize=65536)
 def _bytes(shape_text: str) -> tuple[int, int]:
     """All bytes of the arrays in ``shape_text``, and those in HBM (memory
     space 0: a layout without ``S(n)``, n > 0)."""
@@ -214,6 +219,7 @@ def _operand_bytes(operands: str, shapes: dict[str, str]) -> tuple[int, int]:
     return total, hbm
 
 
+@functools.lru_cache(maxsize=65536)
 def _elements(shape_text: str) -> int:
     return sum(math.prod(dims) for _, dims, _ in _arrays(shape_text))
 
