@@ -263,6 +263,8 @@ def test_the_target_box_plans_for_other_hardware_and_refuses_what_does_not_fit(a
     app.run()
     assert app.report.collectives["network"].tolist() == ["ici"]
     assert "v5e:2x4" in text(app.header)
+    app.tabs.selected_index = 4  # Communication: on a TPU, where the step's time goes
+    assert app.time_picture.value[:4] == b"\x89PNG" and app.time_picture.layout.display == ""
     app.target_box.value = "v5e:4x4"  # 16 chips for an 8-device mesh: refused, kept
     assert app.target == "v5e:2x4" and "has 8 devices, but the target v5e:4x4 has 16" in text(
         app.target_note)

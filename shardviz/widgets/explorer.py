@@ -105,6 +105,7 @@ class Explorer(widgets.VBox):
     comm_note = _tab_widget(CommunicationTab, "note")
     comm_table = _tab_widget(CommunicationTab, "table")
     flow_picture = _tab_widget(CommunicationTab, "flow_picture")
+    time_picture = _tab_widget(CommunicationTab, "time_picture")
     why_select = _tab_widget(CommunicationTab, "why_select")
     why_html = _tab_widget(CommunicationTab, "why_html")
     fix_button = _tab_widget(CommunicationTab, "fix_button")

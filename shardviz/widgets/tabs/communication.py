@@ -1,5 +1,6 @@
 """The Communication tab: the collectives XLA inserted, why each is there,
-and the fix ``report.why(i)`` found, applied as one edit."""
+and the fix ``report.why(i)`` found, applied as one edit; on a TPU target,
+where the step's time goes."""
 
 from __future__ import annotations
 
@@ -42,8 +43,11 @@ class CommunicationTab(Tab):
         self.fix_button.add_class("shardviz-apply-fix")
         self.fix_button.on_click(lambda _: self.app.guarded(self._apply_fix))
         self._why: Explanation | None = None
+        self.time_picture = W.Image(format="png")
+        self.time_picture.add_class("shardviz-times")
+        self.time_picture.layout.display = "none"
         return W.VBox([self.note, self.table, W.HBox([self.why_select, self.fix_button]),
-                       self.why_html, self.flow_picture])
+                       self.why_html, self.flow_picture, self.time_picture])
 
     def show(self) -> None:
         state = self.state
@@ -52,6 +56,7 @@ class CommunicationTab(Tab):
             self.note.value = note_html("Run the forward pass to see the collectives XLA inserts.")
             self.table.value = ""
             self.flow_picture.value = b""
+            self.time_picture.layout.display = "none"
             return
         self.note.value = note_html(
             "Stale: from the last forward pass, under an older plan." if not state.fresh else "",
@@ -65,6 +70,12 @@ class CommunicationTab(Tab):
             self.why_select.value = None
         self._show_why()
         show_png(self.flow_picture, traced.show_flow())
+        # Where the step's time goes, on a target whose operations are timed (a TPU).
+        if len(traced.op_times):
+            show_png(self.time_picture, traced.show_times())
+            self.time_picture.layout.display = ""
+        else:
+            self.time_picture.layout.display = "none"
 
     def _explain_selected(self) -> None:
         """Explain the chosen collective (compiling the changes it suggests)."""
