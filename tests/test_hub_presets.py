@@ -154,3 +154,25 @@ def test_the_explorer_and_suggest_take_a_preset_as_the_model(folder):
     assert any("keras-hub's own configuration" in n for n in explorer.state.scan.notes)
     answer = shardviz.suggest("hub:" + folder, devices=8)
     assert len(answer) > 0 and answer[0].plan.mesh_dict
+
+
+def test_a_presets_edge_is_the_chips():
+    """keras-hub's GPT-2 as a user gets it (``gpt2_base_en``'s configuration,
+    keras-hub's own default compile), fine-tuned with model.fit on one v5e chip
+    at sequence 1024 in mixed bfloat16: batch 20 ran and batch 21 was refused,
+    needing 16.55G (tests/data/chip/v5e-1x1.jsonl, ``hub_gpt2_default``).
+    ``shardviz fit hub:gpt2_base_en`` answers batch 20 (bench/bench_hub_preset.py);
+    here the refused batch, named by the preset, needs what the chip said."""
+    pytest.importorskip("libtpu")
+    import pathlib
+
+    records = [json.loads(x) for x in (pathlib.Path(__file__).parent / "data" / "chip" /
+                                       "v5e-1x1.jsonl").read_text().splitlines() if x.strip()]
+    chip = {r["batch"]: r for r in records if r["builder"] == "hub_gpt2_default"}
+    assert chip[20]["ran"] and not chip[21]["ran"]
+    report = shardviz.analyze("hub:gpt2_base_en", shardviz.Plan({"batch": 1}, {}),
+                              target="v5e:1x1", batch=21, seq=1024, dtype="mixed_bfloat16",
+                              train_step=True)
+    assert report.fits is False
+    needed = int(report.memory.iloc[0]["total_bytes"])
+    assert abs(needed - chip[21]["required_bytes"]) <= 0.01 * 2**30, (needed, chip[21])

@@ -42,6 +42,7 @@ TINY = {
     "hub_llama_lora": dict(n_layers=2, d_model=64, heads=4, kv_heads=2, ff=128, vocab=512,
                            seq=32),
     "hub_qwen": dict(n_layers=2, d_model=64, heads=4, kv_heads=2, ff=128, vocab=512, seq=32),
+    "hub_gpt2_default": dict(n_layers=2, d_model=64, heads=4, ff=128, vocab=512, seq=32),
 }
 
 
@@ -257,6 +258,23 @@ def hub_gpt2(n_layers=12, d_model=768, heads=12, ff=3072, vocab=50257, seq=1024,
     return _compile(model, learning_rate)
 
 
+def hub_gpt2_default(n_layers=12, d_model=768, heads=12, ff=3072, vocab=50257, seq=1024,
+                     dtype_policy="mixed_bfloat16", name="hub_gpt2_default"):
+    """keras-hub's ``GPT2CausalLM`` at ``gpt2_base_en``'s configuration without
+    dropout, compiled as keras-hub compiles a task by default (its constructor
+    calls ``compile()``: Adam(2e-5), sparse cross-entropy on the logits and a
+    SparseCategoricalAccuracy weighted metric): the model a user gets from
+    keras-hub, and the one ``shardviz fit hub:gpt2_base_en`` builds."""
+    import keras_hub
+
+    with _policy(dtype_policy):
+        backbone = keras_hub.models.GPT2Backbone(
+            vocabulary_size=vocab, num_layers=n_layers, num_heads=heads, hidden_dim=d_model,
+            intermediate_dim=ff, max_sequence_length=max(seq, 1024), dropout=0.0,
+            name=f"{name}_backbone")
+        return keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None, name=name)
+
+
 def decoder_remat(n_blocks=21, d_model=1024, heads=16, ff=2816, vocab=32000, seq=1024,
                   dtype_policy="mixed_bfloat16", learning_rate=1e-4, name="decoder_remat"):
     """``decoder()`` with every layer built inside ``keras.RematScope(mode="full")``:
@@ -304,6 +322,7 @@ def hub_qwen(n_layers=24, d_model=896, heads=14, kv_heads=2, ff=4864, vocab=1519
 BUILDERS = {"decoder": decoder, "decoder_lora": decoder_lora,
             "encoder": encoder, "dict_model": dict_model, "hub_gpt2": hub_gpt2,
             "decoder_remat": decoder_remat, "hub_llama_lora": hub_llama_lora,
+            "hub_gpt2_default": hub_gpt2_default,
             "hub_qwen": hub_qwen}
 
 
@@ -346,7 +365,7 @@ def hub_data(batch, seq=1024, vocab=50257, seed=0):
 
 DATA = {"decoder": decoder_data, "decoder_lora": decoder_data, "decoder_remat": decoder_data,
         "encoder": encoder_data, "dict_model": dict_data, "hub_gpt2": hub_data,
-        "hub_llama_lora": hub_data, "hub_qwen": hub_data}
+        "hub_llama_lora": hub_data, "hub_qwen": hub_data, "hub_gpt2_default": hub_data}
 
 
 def data_for(builder, batch, kwargs=None, seed=0):

@@ -48,9 +48,11 @@ CASES = (
     + [(f"decoder_fit_b{b}", "decoder", "fit", b) for b in (4, 6, 7, 8, 12)]
     + [(f"decoder_lora_fit_b{b}", "decoder_lora", "fit", b) for b in (4, 8, 9, 10, 12)]
     + [(f"hub_gpt2_fit_b{b}", "hub_gpt2", "fit", b) for b in (8, 30, 32, 33, 34)]
+    + [(f"hub_gpt2_default_fit_b{b}", "hub_gpt2_default", "fit", b) for b in (20, 21)]
 )
 SMALL_BATCH = {"dict_model": (4, 2), "encoder": (2, 4), "decoder": (2, 4, 5, 6, 8),
-               "decoder_lora": (2, 4, 6, 8, 10), "hub_gpt2": (2, 4, 6, 8, 10)}
+               "decoder_lora": (2, 4, 6, 8, 10), "hub_gpt2": (2, 4, 6, 8, 10),
+               "hub_gpt2_default": (2, 4)}
 
 
 def case_list(small):
