@@ -12,11 +12,11 @@ Both searches share one compile cache, empty at the start: the preset's
 search compiles, and the builder's, the same programs, reads them back.
 Both are compiled as keras-hub compiles a task by default (Adam(2e-5),
 sparse cross-entropy and a SparseCategoricalAccuracy metric on the logits).
-The chip's record built the same configuration otherwise
-(bench/records/chip/models.py: Adam(1e-4) and the loss alone, keras-hub's
-default dropout); a third search on that builder is the one to put beside
-the chip's edge. Prints each answer, its compiles and
-seconds, and the chip's edge.
+The chip ran that model (``hub_gpt2_default``), and also the same
+configuration built otherwise (``hub_gpt2``: Adam(1e-4) and the loss alone,
+keras-hub's default dropout; bench/records/chip/models.py); a third search
+on that builder is put beside its own edge. Prints each answer, its
+compiles and seconds, and the chip's edges.
 """
 
 from __future__ import annotations
