@@ -392,13 +392,19 @@ def _kind(ins: _Instruction, work: _Work) -> str:
 
 def program_ops(text: str) -> list[ProgramOp]:
     """Every operation of the program's entry computation (and of the loops
-    and calls it makes), in the compiler's order."""
+    and calls it makes), in the compiler's order. A program read before in
+    this process (the same analysis again) is not read twice."""
+    return list(_read(text))
+
+
+@functools.lru_cache(maxsize=8)
+def _read(text: str) -> tuple[ProgramOp, ...]:
     comps, entry = computations(text)
     if entry is None:
-        return []
+        return ()
     out: list[ProgramOp] = []
     _collect(entry, comps, 1.0, out, set())
-    return out
+    return tuple(out)
 
 
 def _collect(comp: str, comps, count: float, out: list[ProgramOp], seen: set) -> None:
