@@ -8,10 +8,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ..format import human_seconds
+from ..trace.program_ops import KINDS
 from .figure import ShardvizFigure, header, new_figure
 
 TOP_LAYERS = 12
-KIND_ORDER = ("matmul", "vector", "copy", "kernel", "collective", "prefetch", "control")
 TIME_COLOURS = {
     "matmul": "#332288", "vector": "#88CCEE", "copy": "#DDCC77", "kernel": "#AA4499",
     "collective": "#CC6677", "prefetch": "#999933", "control": "#BBBBBB",
@@ -48,7 +48,7 @@ def time_figure(op_times: pd.DataFrame, expected: float | None, title: str) -> S
     start = op_times["seconds"].cumsum() - op_times["seconds"]
     total = float(op_times["seconds"].sum()) or 1.0
     scale, unit = (1e-3, "ms") if total >= 1e-3 else (1e-6, "µs")
-    kinds = [k for k in KIND_ORDER if k in set(op_times["kind"])]
+    kinds = [k for k in KINDS if k in set(op_times["kind"])]
     for row, kind in enumerate(kinds):
         mine = op_times["kind"] == kind
         spans = [(s / scale, d / scale) for s, d in zip(start[mine], op_times["seconds"][mine])

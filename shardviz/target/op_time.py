@@ -143,7 +143,7 @@ def op_seconds(op: Any, model: OpTimeModel, hardware: Hardware,
                 "kernel"
         if op.detail in ("", "AssumeGatherIndicesInBound", "ConcatBitcast"):
             return p["control_fixed"], "fixed cost"
-        return max(op.flops / peak, op.bytes / (hardware.hbm_bandwidth or 1.0)), "unmodelled"
+        return op.bytes / (hardware.hbm_bandwidth or 1.0), "unmodelled"  # its bytes' time
     if kind == "collective":
         return 0.0, "link"  # timed on its link by timed_ops, overlapped where it can be
     return p["control_fixed"], "fixed cost"

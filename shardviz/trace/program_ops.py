@@ -72,9 +72,9 @@ _TRIP = re.compile(r'"known_trip_count":\{"n":"(\d+)"')
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _CYCLES = re.compile(r'"estimated_cycles":"(\d+)"')
 _TARGET = re.compile(r'custom_call_target="([^"]*)"')
-_KERNEL = re.compile(r'"kernel_name"\s*:\s*"([^"]*)"|kernel_name=\\?"([^"\\]*)')
 MXU = 128
-"""The side of a TPU matrix unit (128 x 128 on every generation shardviz times)."""
+"""The side of v5e's matrix units (128 x 128), the chip the efficiencies are
+fitted on; ``mxu_flops`` is used only where the compiler gave no cycles."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,9 +362,7 @@ def _walk(comp: str, comps, work: _Work, seen: set) -> None:
         elif ins.opcode not in _NO_FLOPS:
             work.flops += _elements(ins.shape)
         if ins.opcode == "custom-call" and not work.kernel:
-            m = _KERNEL.search(ins.attrs)
-            t = _TARGET.search(ins.attrs)
-            work.kernel = (m.group(1) or m.group(2)) if m else (t.group(1) if t else "")
+            work.kernel = _kernel_name(ins)
         for called in _CALLS.findall(ins.attrs):
             if ins.opcode != "while":
                 _walk(called, comps, work, seen)
